@@ -1,0 +1,49 @@
+# The two set-up commands: `make demo` and `make test`. Each creates or reuses .venv, installs the
+# pinned dependencies, builds the C++ extension, and runs.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+BUILD := build
+EXTENSION := src/torch_tpu/_C.so
+
+.PHONY: all build demo test test-python test-cpp lint format clean
+
+all: build
+
+$(VENV)/.deps: requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	TORCH_TPU_SKIP_CMAKE=1 $(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . --config-settings editable_mode=compat
+	touch $@
+
+$(BUILD)/build.ninja: $(VENV)/.deps CMakeLists.txt
+	$(VENV)/bin/cmake -S . -B $(BUILD) -G Ninja -DPython3_EXECUTABLE=$(abspath $(PY)) \
+	  -DTORCH_TPU_OUTPUT_DIR=$(abspath src/torch_tpu) > $(BUILD).log 2>&1 || (cat $(BUILD).log; false)
+
+# ninja is incremental; the lock keeps parallel builds in one tree from racing.
+build: $(BUILD)/build.ninja
+	flock /tmp/torch_tpu_build.lock $(VENV)/bin/ninja -C $(BUILD) -j$$(nproc)
+
+demo: build
+	$(PY) examples/demo.py
+
+test-cpp: build
+	TORCH_TPU_TEST_PLUGIN=$$($(PY) -c "import torch_tpu._plugin as p; print(p.candidates()[-1][1])") $(BUILD)/runtime_test
+
+test-python: build
+	$(PY) -m pytest -q tests
+
+test: build lint test-cpp test-python
+
+lint: $(VENV)/.deps
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/clang-format --dry-run --Werror $$(find csrc tests/cpp -name '*.cc' -o -name '*.h')
+
+format: $(VENV)/.deps
+	$(VENV)/bin/ruff format src tests benchmarks examples
+	$(VENV)/bin/ruff check --fix src tests benchmarks examples
+	$(VENV)/bin/clang-format -i $$(find csrc tests/cpp -name '*.cc' -o -name '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BUILD).log src/torch_tpu/_C*.so

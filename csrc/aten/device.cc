@@ -1,0 +1,169 @@
+// The tpu device for PyTorch: allocator, device guard, generator and PrivateUse1 hooks.
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/GeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <random>
+
+#include "aten/generator.h"
+#include "aten/tpu_tensor.h"
+#include "exec/context.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
+
+struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kTpu; }
+  c10::Device exchangeDevice(c10::Device device) const override {
+    c10::Device old = getDevice();
+    setDevice(device);
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(kTpu, CurrentDeviceIndex()); }
+  void setDevice(c10::Device device) const override {
+    if (device.index() < 0) return;
+    CheckDeviceIndex(device.index());
+    SetCurrentDeviceIndex(device.index());
+  }
+  void uncheckedSetDevice(c10::Device device) const noexcept override {
+    if (device.index() >= 0) SetCurrentDeviceIndex(device.index());
+  }
+  c10::Stream getStream(c10::Device device) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, device);
+  }
+  c10::Stream getDefaultStream(c10::Device device) const override {
+    return c10::Stream(c10::Stream::DEFAULT, device);
+  }
+  c10::Stream getNewStream(c10::Device device, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, device);
+  }
+  c10::Stream exchangeStream(c10::Stream stream) const noexcept override { return stream; }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(exec::DeviceCount());
+  }
+  // One in-order queue per device: events are complete once recorded work is synchronized.
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override { SynchronizeDevice(); }
+  void synchronizeDevice(const c10::DeviceIndex) const override { SynchronizeDevice(); }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return exec::IsAvailable(); }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
+    return DefaultGenerator(device_index < 0 ? CurrentDeviceIndex() : device_index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
+    return at::make_generator<TpuGenerator>(device_index < 0 ? CurrentDeviceIndex() : device_index);
+  }
+  at::Device getDeviceFromPtr(void*) const override { return c10::Device(kTpu, CurrentDeviceIndex()); }
+  bool isPinnedPtr(const void*) const override { return false; }
+  // Host staging memory: the PJRT CPU client copies from ordinary memory.
+  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return exec::IsInitialized(); }
+  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(exec::DeviceCount()); }
+  void setCurrentDevice(c10::DeviceIndex device) const override {
+    CheckDeviceIndex(device);
+    SetCurrentDeviceIndex(device);
+  }
+  c10::DeviceIndex getCurrentDevice() const override { return CurrentDeviceIndex(); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    c10::DeviceIndex old = CurrentDeviceIndex();
+    setCurrentDevice(device);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    GrowStorage(storage, newsize);
+    storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+  }
+};
+
+}  // namespace
+
+void SynchronizeDevice() {
+  Translate([] { exec::MaterializeAllPending("synchronize"); });
+}
+
+// ---- Generator ----
+
+TpuGenerator::TpuGenerator(c10::DeviceIndex device)
+    : c10::GeneratorImpl(c10::Device(kTpu, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+
+void TpuGenerator::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+void TpuGenerator::set_offset(uint64_t offset) { offset_ = offset; }
+uint64_t TpuGenerator::get_offset() const { return offset_; }
+uint64_t TpuGenerator::current_seed() const { return seed_; }
+uint64_t TpuGenerator::seed() {
+  uint64_t random = c10::detail::getNonDeterministicRandom(true);
+  set_current_seed(random);
+  return random;
+}
+
+// State layout: seed (8 bytes) then offset (8 bytes), as a CPU uint8 tensor.
+void TpuGenerator::set_state(const c10::TensorImpl& new_state) {
+  TORCH_CHECK(new_state.numel() == 16 && new_state.dtype() == at::kByte,
+              "tpu RNG state must be a uint8 tensor of 16 bytes, got ", new_state.numel(), " elements");
+  const auto* bytes = static_cast<const uint8_t*>(new_state.data());
+  std::memcpy(&seed_, bytes, 8);
+  std::memcpy(&offset_, bytes + 8, 8);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> TpuGenerator::get_state() const {
+  at::Tensor state = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(state.data_ptr(), &seed_, 8);
+  std::memcpy(static_cast<uint8_t*>(state.data_ptr()) + 8, &offset_, 8);
+  return state.getIntrusivePtr();
+}
+
+std::pair<uint64_t, uint64_t> TpuGenerator::NextKey() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {seed_, offset_++};
+}
+
+TpuGenerator* TpuGenerator::clone_impl() const {
+  auto* copy = new TpuGenerator(device().index());
+  copy->seed_ = seed_;
+  copy->offset_ = offset_;
+  return copy;
+}
+
+const at::Generator& DefaultGenerator(c10::DeviceIndex device) {
+  static std::mutex mutex;
+  static std::vector<at::Generator> generators;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (generators.empty()) {
+    const int count = std::max(exec::DeviceCount(), 1);
+    for (int i = 0; i < count; ++i) {
+      generators.push_back(at::make_generator<TpuGenerator>(static_cast<c10::DeviceIndex>(i)));
+      generators.back().set_current_seed(67280421310721ull);  // PyTorch's default seed
+    }
+  }
+  CheckDeviceIndex(device);
+  return generators.at(device);
+}
+
+void RegisterDeviceHooks() {
+  static TpuHooks hooks;
+  at::RegisterPrivateUse1HooksInterface(&hooks);
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,365 @@
+// The one boxed kernel behind every lowered op. For each call it runs PyTorch's own meta
+// function (same argument checks and messages, output shapes and dtypes, out= resizing), reads
+// the arguments as graph values, calls the op's lowering, and writes the results through the
+// output tensors' views. Functional, in-place and out= variants share one lowering.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "aten/generator.h"
+#include "aten/tpu_tensor.h"
+#include "exec/context.h"
+#include "ops/builder.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+std::string LoweringName(const c10::OperatorName& name) {
+  std::string base = name.name;
+  if (base.rfind("aten::", 0) == 0) base = base.substr(6);
+  const bool dunder = base.size() > 4 && base.rfind("__", 0) == 0;
+  if (!dunder && base.size() > 1 && base.back() == '_') base.pop_back();  // add_ -> add
+  return base;
+}
+
+std::string QualifiedName(const c10::OperatorHandle& op) {
+  const auto& name = op.operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+std::string DTypesOf(const c10::Stack& stack, size_t begin) {
+  std::string dtypes;
+  for (size_t i = begin; i < stack.size(); ++i) {
+    auto add = [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      std::string name = c10::toString(t.scalar_type());
+      if (dtypes.find(name) == std::string::npos) dtypes += (dtypes.empty() ? "" : ", ") + name;
+    };
+    if (stack[i].isTensor()) add(stack[i].toTensor());
+    if (stack[i].isTensorList()) for (const auto& t : stack[i].toTensorList()) add(t);
+  }
+  return dtypes.empty() ? "none" : dtypes;
+}
+
+bool CpuFallbackEnabled() {
+  const char* value = std::getenv("TORCH_TPU_CPU_FALLBACK");
+  return value != nullptr && std::string(value) == "1";
+}
+
+c10::IValue ToDevice(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& move) {
+  if (value.isTensor()) return move(value.toTensor());
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const auto& t : value.toTensorList()) list.push_back(move(t));
+    return list;
+  }
+  if (value.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> list;
+    for (const auto& t : value.toOptionalTensorList()) {
+      std::optional<at::Tensor> item = t;
+      list.push_back(item && item->defined() ? std::optional<at::Tensor>(move(*item)) : std::nullopt);
+    }
+    return list;
+  }
+  return value;
+}
+
+// Runs the op on the CPU and copies results (and in-place/out= arguments) back.
+void CpuFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
+  const std::string name = QualifiedName(op);
+  {
+    static std::mutex mutex;
+    static std::unordered_set<std::string> warned;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (warned.insert(name).second) {
+      TORCH_WARN("torch_tpu: ", name, " is not implemented for the tpu device; running it on the CPU "
+                 "(TORCH_TPU_CPU_FALLBACK=1). This copies its tensors to the host and back.");
+    }
+  }
+  exec::GetMetrics().CountFallback(name);
+  Translate([] { exec::MaterializeAllPending("cpu fallback"); return 0; });
+  const auto& schema = op.schema();
+  const size_t num_arguments = schema.arguments().size();
+  const size_t begin = stack->size() - num_arguments;
+  std::vector<c10::IValue> originals(stack->begin() + begin, stack->end());
+  c10::Device device(c10::DeviceType::PrivateUse1, CurrentDeviceIndex());
+  for (size_t i = begin; i < stack->size(); ++i) {
+    (*stack)[i] = ToDevice((*stack)[i], [&](const at::Tensor& t) {
+      if (t.defined() && t.is_privateuseone()) {
+        device = t.device();
+        return t.cpu();
+      }
+      return t;
+    });
+  }
+  std::vector<c10::IValue> cpu_arguments(stack->begin() + begin, stack->end());
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  // Mutated arguments: copy the CPU result back into the tpu tensor.
+  for (size_t i = 0; i < num_arguments; ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() || !originals[i].isTensor()) continue;
+    at::Tensor target = originals[i].toTensor();
+    if (target.is_privateuseone()) {
+      const at::Tensor& cpu = cpu_arguments[i].toTensor();
+      if (target.sizes() != cpu.sizes()) ResizeTpu(target, cpu.sizes(), std::nullopt);
+      target.copy_(cpu);
+    }
+  }
+  const size_t num_returns = schema.returns().size();
+  for (size_t r = 0; r < num_returns; ++r) {
+    c10::IValue& value = (*stack)[stack->size() - num_returns + r];
+    const auto* alias = schema.returns()[r].alias_info();
+    if (alias != nullptr && alias->isWrite()) {
+      for (size_t i = 0; i < num_arguments; ++i) {
+        const auto* arg_alias = schema.arguments()[i].alias_info();
+        if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets()) value = originals[i];
+      }
+      continue;
+    }
+    value = ToDevice(value, [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; });
+  }
+}
+
+[[noreturn]] void ReportUnsupported(const c10::OperatorHandle& op, const c10::Stack& stack, size_t begin,
+                                    const std::string& detail) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", QualifiedName(op),
+                              "' is not currently implemented for the tpu device (dtypes: ", DTypesOf(stack, begin),
+                              ")", detail.empty() ? "" : ": " + detail,
+                              ". As a temporary workaround, set the environment variable TORCH_TPU_CPU_FALLBACK=1 "
+                              "to run it on the CPU (it warns once per op and is counted in torch_tpu.metrics).");
+}
+
+at::Tensor ToMeta(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  if (t.is_cpu() && t.dim() == 0) return t;  // CPU scalars mix with any device, as in PyTorch
+  at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  if (t.unsafeGetTensorImpl()->is_wrapped_number()) meta.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return meta;
+}
+
+bool IsType(const c10::TypePtr& type, c10::TypeKind kind) {
+  if (type->kind() == kind) return true;
+  if (auto optional = type->cast<c10::OptionalType>()) return optional->getElementType()->kind() == kind;
+  return false;
+}
+
+// The device the op runs on; checks every tensor is on it (CPU scalars excepted).
+c10::Device OpDevice(const c10::Stack& stack, size_t begin) {
+  std::optional<c10::Device> device;
+  auto visit = [&](const at::Tensor& t) {
+    if (!t.defined() || (t.is_cpu() && t.dim() == 0)) return;
+    if (!device) {
+      device = t.device();
+      return;
+    }
+    TORCH_CHECK(t.device() == *device, "Expected all tensors to be on the same device, but found at least two devices, ",
+                *device, " and ", t.device(), "!");
+  };
+  for (size_t i = begin; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) visit(v.toTensor());
+    else if (v.isTensorList()) for (const auto& t : v.toTensorList()) visit(t);
+    else if (v.isOptionalTensorList()) for (const auto& t : v.toOptionalTensorList()) {
+      std::optional<at::Tensor> item = t;
+      if (item) visit(*item);
+    }
+  }
+  return device.value_or(c10::Device(c10::DeviceType::PrivateUse1, CurrentDeviceIndex()));
+}
+
+void UpdatePromotion(at::native::ResultTypeState& state, const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined()) state = at::native::update_result_type_state(t, state);
+  } else if (v.isScalar()) {
+    state = at::native::update_result_type_state(v.toScalar(), state);
+  } else if (v.isTensorList()) {
+    for (const auto& t : v.toTensorList()) state = at::native::update_result_type_state(t, state);
+  }
+}
+
+ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v, c10::DeviceIndex device) {
+  ops::Argument a;
+  using Kind = ops::Argument::Kind;
+  if (v.isNone()) return a;
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) return a;
+    a.kind = Kind::kTensor;
+    a.tensor = ReadTensor(t);
+  } else if (v.isTensorList()) {
+    a.kind = Kind::kTensorList;
+    for (const auto& t : v.toTensorList()) a.tensors.push_back(ReadTensor(t));
+  } else if (v.isOptionalTensorList()) {
+    a.kind = Kind::kTensorList;
+    for (const auto& t : v.toOptionalTensorList()) {
+      std::optional<at::Tensor> item = t;
+      a.tensors.push_back(item && item->defined() ? ReadTensor(*item) : ir::Value{});
+    }
+  } else if (IsType(schema_arg.type(), c10::TypeKind::ScalarTypeType)) {
+    a.kind = Kind::kDType;
+    a.dtype = ToDType(static_cast<at::ScalarType>(v.toInt()));
+  } else if (IsType(schema_arg.type(), c10::TypeKind::GeneratorType) || v.isGenerator()) {
+    a.kind = Kind::kOther;
+  } else if (v.isScalar()) {
+    a.kind = v.isDouble() ? Kind::kDouble : v.isBool() ? Kind::kBool : v.isInt() ? Kind::kInt : Kind::kScalar;
+    a.scalar = ToScalar(v.toScalar());
+  } else if (v.isIntList()) {
+    a.kind = Kind::kIntList;
+    a.ints = v.toIntVector();
+  } else if (v.isSymIntList() || v.isList()) {
+    a.kind = Kind::kIntList;
+    for (const auto& item : v.toListRef()) {
+      if (item.isInt()) a.ints.push_back(item.toInt());
+      else if (item.isSymInt()) a.ints.push_back(item.toSymInt().guard_int(__FILE__, __LINE__));
+      else a.kind = Kind::kOther;
+    }
+  } else if (v.isString()) {
+    a.kind = Kind::kString;
+    a.text = v.toStringRef();
+  } else {
+    a.kind = Kind::kOther;
+  }
+  (void)device;
+  return a;
+}
+
+// Random ops take the device generator's (seed, offset) as the last two arguments.
+void AppendRandomKey(const c10::Stack& args, const c10::FunctionSchema& schema, c10::DeviceIndex device,
+                     ops::LoweringContext& ctx) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (!IsType(schema.arguments()[i].type(), c10::TypeKind::GeneratorType)) continue;
+    const c10::IValue& v = args[i];
+    at::Generator generator = v.isNone() ? DefaultGenerator(device) : v.toGenerator();
+    auto* tpu = generator.get<TpuGenerator>();
+    TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1 && tpu != nullptr,
+                "Expected a 'tpu' device type for generator but found '", generator.device().type(), "'");
+    auto [seed, offset] = tpu->NextKey();
+    for (uint64_t word : {seed, offset}) {
+      ops::Argument a;
+      a.kind = ops::Argument::Kind::kInt;
+      a.scalar.i = static_cast<int64_t>(word);
+      ctx.args.push_back(a);
+    }
+    return;
+  }
+}
+
+void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t num_arguments = schema.arguments().size();
+  const size_t begin = stack->size() - num_arguments;
+  const std::string lowering_name = LoweringName(op.operator_name());
+  ops::Lowering lowering = ops::FindLowering(lowering_name);
+  if (lowering == nullptr) {
+    if (CpuFallbackEnabled()) return CpuFallback(op, stack);
+    ReportUnsupported(op, *stack, begin, "");
+  }
+  for (size_t i = begin; i < stack->size(); ++i) {
+    auto check = [&](const at::Tensor& t) {
+      if (t.defined() && !IsSupportedDType(t.scalar_type())) {
+        if (CpuFallbackEnabled()) return false;
+        ReportUnsupported(op, *stack, begin, "unsupported dtype");
+      }
+      return true;
+    };
+    const auto& v = (*stack)[i];
+    if (v.isTensor() && !check(v.toTensor())) return CpuFallback(op, stack);
+  }
+  const c10::Device device = OpDevice(*stack, begin);
+  const c10::Stack args(stack->begin() + begin, stack->end());
+
+  // 1. PyTorch's meta function: argument checks, output shapes and dtypes, out= resizing.
+  c10::Stack meta(args.size());
+  for (size_t i = 0; i < args.size(); ++i) meta[i] = ToDevice(args[i], ToMeta);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const c10::NotImplementedError& e) {
+    if (CpuFallbackEnabled()) return CpuFallback(op, stack);
+    ReportUnsupported(op, *stack, begin, "it has no meta function");
+  }
+
+  // 2. Output tensors: in-place/out= arguments (resized as the meta run did), or fresh ones.
+  const size_t num_returns = schema.returns().size();
+  std::vector<at::Tensor> targets;
+  ops::LoweringContext ctx;
+  ctx.name = lowering_name;
+  ctx.overload = op.operator_name().overload_name;
+  ctx.make_scalar_parameter = ScalarParameter;
+  for (size_t r = 0; r < num_returns; ++r) {
+    if (!meta[r].isTensor()) ReportUnsupported(op, *stack, begin, "non-tensor results");
+    const at::Tensor& m = meta[r].toTensor();
+    const auto* alias = schema.returns()[r].alias_info();
+    at::Tensor target;
+    if (alias != nullptr && alias->isWrite()) {
+      for (size_t i = 0; i < num_arguments; ++i) {
+        const auto* arg_alias = schema.arguments()[i].alias_info();
+        if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets()) target = args[i].toTensor();
+      }
+      TORCH_INTERNAL_ASSERT(target.defined(), "no argument aliases result ", r, " of ", QualifiedName(op));
+      if (target.sizes() != m.sizes() || target.strides() != m.strides()) {
+        ResizeTpu(target, m.sizes(), m.strides());
+      }
+    } else {
+      target = EmptyTpu(m.sizes(), m.strides(), m.scalar_type(), device.index());
+    }
+    targets.push_back(target);
+    ctx.outputs.push_back(ir::TensorType{ToDType(m.scalar_type()), ir::Shape(m.sizes().begin(), m.sizes().end())});
+  }
+
+  bool any_elements = false;
+  for (const auto& t : targets) any_elements |= t.numel() > 0;
+  if (any_elements) {
+    Translate([&] {
+      // 3. Arguments as graph values (out= arguments are outputs, not inputs).
+      at::native::ResultTypeState promotion{};
+      bool any_tensor = false;
+      for (size_t i = 0; i < num_arguments; ++i) {
+        const auto& schema_arg = schema.arguments()[i];
+        const auto* alias = schema_arg.alias_info();
+        if (alias != nullptr && alias->isWrite() && schema_arg.kwarg_only()) continue;
+        ctx.args.push_back(ToArgument(schema_arg, args[i], device.index()));
+        UpdatePromotion(promotion, args[i]);
+        any_tensor |= args[i].isTensor() || args[i].isTensorList();
+      }
+      if (any_tensor) {
+        const at::ScalarType promoted = at::native::result_type(promotion);
+        if (IsSupportedDType(promoted)) ctx.promoted = ToDType(promoted);
+      }
+      AppendRandomKey(args, schema, device.index(), ctx);
+
+      // 4. Lower, then write each result through its output's view.
+      std::vector<ir::Value> results = lowering(ctx);
+      TORCH_INTERNAL_ASSERT(results.size() == targets.size(), "lowering of ", QualifiedName(op), " returned ",
+                            results.size(), " values for ", targets.size(), " outputs");
+      std::vector<exec::DeviceStorage*> written;
+      for (size_t r = 0; r < targets.size(); ++r) {
+        if (targets[r].numel() == 0) continue;
+        TORCH_INTERNAL_ASSERT(results[r].shape() == ctx.outputs[r].shape, "lowering of ", QualifiedName(op),
+                              " produced shape ", c10::IntArrayRef(results[r].shape()), ", expected ",
+                              targets[r].sizes());
+        WriteTensor(targets[r], results[r]);
+        written.push_back(StorageOf(targets[r]));
+      }
+      FinishWrites(written);
+      return 0;
+    });
+  }
+  stack->erase(stack->begin() + begin, stack->end());
+  for (auto& t : targets) stack->push_back(std::move(t));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());
+}
+
+}  // namespace torch_tpu::aten

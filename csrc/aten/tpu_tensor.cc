@@ -1,0 +1,356 @@
+#include "aten/tpu_tensor.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Half.h>
+#include <c10/util/BFloat16.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "exec/context.h"
+#include "ops/builder.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+thread_local c10::DeviceIndex g_current_device = 0;
+
+void DeleteStorage(void* context) { delete static_cast<exec::DeviceStorage*>(context); }
+
+// Storages get unique, never-dereferenced addresses so PyTorch's alias and overlap checks work.
+void* NextFakeAddress(size_t nbytes) {
+  static std::atomic<uint64_t> next{uint64_t{1} << 44};
+  const uint64_t size = (static_cast<uint64_t>(nbytes) + 127) & ~uint64_t{63};
+  return reinterpret_cast<void*>(next.fetch_add(size + 64));
+}
+
+class TpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    const c10::DeviceIndex device = CurrentDeviceIndex();
+    auto* storage = new exec::DeviceStorage(nbytes, device);
+    return c10::DataPtr(NextFakeAddress(nbytes), storage, &DeleteStorage,
+                        c10::Device(c10::DeviceType::PrivateUse1, device));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void*, const void*, std::size_t) const override {
+    TORCH_CHECK(false, "torch_tpu: storages cannot be copied with memcpy");
+  }
+};
+
+}  // namespace
+
+c10::Allocator* GetTpuAllocator() {
+  static TpuAllocator allocator;
+  return &allocator;
+}
+
+exec::DeviceStorage* StorageOf(const c10::Storage& storage) {
+  void* context = storage.data_ptr().get_context();
+  TORCH_INTERNAL_ASSERT(context != nullptr, "tpu storage without a DeviceStorage");
+  return static_cast<exec::DeviceStorage*>(context);
+}
+
+exec::DeviceStorage* StorageOf(const at::Tensor& tensor) { return StorageOf(tensor.storage()); }
+
+void CheckDeviceIndex(c10::DeviceIndex index) {
+  const int count = Translate([] { return static_cast<int>(exec::GetClient().devices().size()); });
+  TORCH_CHECK(index >= 0 && index < count, "Invalid device index tpu:", static_cast<int>(index), ": there ",
+              count == 1 ? "is 1 tpu device" : "are " + std::to_string(count) + " tpu devices",
+              " (tpu:0 .. tpu:", count - 1, "). Set TORCH_TPU_NUM_DEVICES to change the number of CPU devices.");
+}
+
+c10::DeviceIndex CurrentDeviceIndex() { return g_current_device; }
+void SetCurrentDeviceIndex(c10::DeviceIndex index) { g_current_device = index; }
+
+bool IsSupportedDType(at::ScalarType type) {
+  switch (type) {
+    case at::kBool: case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong:
+    case at::kHalf: case at::kBFloat16: case at::kFloat: case at::kDouble:
+      return true;
+    default:
+      return false;
+  }
+}
+
+ir::DType ToDType(at::ScalarType type) {
+  switch (type) {
+    case at::kBool: return ir::DType::kBool;
+    case at::kByte: return ir::DType::kU8;
+    case at::kChar: return ir::DType::kS8;
+    case at::kShort: return ir::DType::kS16;
+    case at::kInt: return ir::DType::kS32;
+    case at::kLong: return ir::DType::kS64;
+    case at::kHalf: return ir::DType::kF16;
+    case at::kBFloat16: return ir::DType::kBF16;
+    case at::kFloat: return ir::DType::kF32;
+    case at::kDouble: return ir::DType::kF64;
+    default:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu does not support dtype ", type, " on the tpu device");
+  }
+}
+
+ops::Scalar ToScalar(const c10::Scalar& scalar) {
+  ops::Scalar s;
+  if (scalar.isBoolean()) {
+    s.kind = ops::Scalar::Kind::kBool;
+    s.i = scalar.toBool();
+    s.f = static_cast<double>(s.i);
+  } else if (scalar.isIntegral(false)) {
+    s.kind = ops::Scalar::Kind::kInt;
+    s.i = scalar.toLong();
+    s.f = static_cast<double>(s.i);
+  } else {
+    TORCH_CHECK_NOT_IMPLEMENTED(!scalar.isComplex(), "torch_tpu does not support complex scalars");
+    s.kind = ops::Scalar::Kind::kFloat;
+    s.f = scalar.toDouble();
+    s.i = static_cast<int64_t>(s.f);
+  }
+  return s;
+}
+
+ir::Value ScalarParameter(const ops::Scalar& scalar, ir::DType dtype) {
+  ir::HostScalar host;
+  host.dtype = dtype;
+  auto store = [&](auto v) { std::memcpy(host.bytes, &v, sizeof(v)); };
+  const bool is_float = scalar.kind == ops::Scalar::Kind::kFloat;
+  switch (dtype) {
+    case ir::DType::kBool: host.bytes[0] = is_float ? scalar.f != 0 : scalar.i != 0; break;
+    case ir::DType::kS8: store(static_cast<int8_t>(scalar.ToInt())); break;
+    case ir::DType::kS16: store(static_cast<int16_t>(scalar.ToInt())); break;
+    case ir::DType::kS32: store(static_cast<int32_t>(scalar.ToInt())); break;
+    case ir::DType::kS64: store(static_cast<int64_t>(scalar.ToInt())); break;
+    case ir::DType::kU8: store(static_cast<uint8_t>(scalar.ToInt())); break;
+    case ir::DType::kU16: store(static_cast<uint16_t>(scalar.ToInt())); break;
+    case ir::DType::kU32: store(static_cast<uint32_t>(scalar.ToInt())); break;
+    case ir::DType::kU64: store(static_cast<uint64_t>(scalar.ToInt())); break;
+    case ir::DType::kF16: store(c10::Half(static_cast<float>(scalar.ToDouble())).x); break;
+    case ir::DType::kBF16: store(c10::BFloat16(static_cast<float>(scalar.ToDouble())).x); break;
+    case ir::DType::kF32: store(static_cast<float>(scalar.ToDouble())); break;
+    case ir::DType::kF64: store(scalar.ToDouble()); break;
+  }
+  return ir::MakeScalarParameter(host);
+}
+
+namespace {
+
+ops::Scalar CpuScalarValue(const at::Tensor& tensor) {
+  return ToScalar(tensor.item());
+}
+
+}  // namespace
+
+ir::Value ReadTensor(const at::Tensor& tensor) {
+  if (!tensor.is_privateuseone()) {
+    TORCH_CHECK(tensor.dim() == 0 && tensor.is_cpu(), "torch_tpu: expected a tpu tensor or a 0-d CPU tensor, got ",
+                tensor.device());
+    return ScalarParameter(CpuScalarValue(tensor), ToDType(tensor.scalar_type()));
+  }
+  const ir::DType dtype = ToDType(tensor.scalar_type());
+  exec::DeviceStorage* storage = StorageOf(tensor);
+  ir::Value value = storage->Read(dtype);
+  ir::Shape sizes(tensor.sizes().begin(), tensor.sizes().end());
+  std::vector<int64_t> strides(tensor.strides().begin(), tensor.strides().end());
+  const int64_t elements = storage->elements(dtype);
+  ir::Value offset;
+  if (!ops::CoversWholeStorage(elements, sizes, strides)) {
+    ops::Scalar s;
+    s.i = tensor.storage_offset();
+    offset = ScalarParameter(s, ir::DType::kS64);
+  }
+  return ops::ReadView(value, dtype, sizes, strides, offset);
+}
+
+void WriteTensor(const at::Tensor& tensor, const ir::Value& value) {
+  const ir::DType dtype = ToDType(tensor.scalar_type());
+  exec::DeviceStorage* storage = StorageOf(tensor);
+  ir::Shape sizes(tensor.sizes().begin(), tensor.sizes().end());
+  std::vector<int64_t> strides(tensor.strides().begin(), tensor.strides().end());
+  ir::Value update = ops::Convert(value, dtype);
+  if (update.shape() != sizes) update = ops::BroadcastTo(update, sizes);
+  const int64_t elements = storage->elements(dtype);
+  if (elements == 0 || tensor.numel() == 0) return;
+  ir::Value offset;
+  if (!ops::CoversWholeStorage(elements, sizes, strides)) {
+    ops::Scalar s;
+    s.i = tensor.storage_offset();
+    offset = ScalarParameter(s, ir::DType::kS64);
+  }
+  ir::DType storage_dtype = storage->initialized() ? storage->element_type() : dtype;
+  storage->Write(ops::WriteView(storage->Read(storage_dtype), update, sizes, strides, offset));
+}
+
+void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
+  Translate([&] {
+    if (exec::CurrentMode() == exec::Mode::kDeferAndFuse) {
+      for (exec::DeviceStorage* storage : storages) {
+        if (storage->pending()) exec::RegisterPending(storage);
+      }
+      if (exec::PendingCount() > 4096) exec::MaterializeAllPending("size limit");
+      return;
+    }
+    exec::Materialize(storages, "op");
+  });
+}
+
+void SyncForHostRead(exec::DeviceStorage* storage) {
+  if (!storage->pending()) return;
+  Translate([&] {
+    if (exec::CurrentMode() == exec::Mode::kDeferAndFuse) {
+      exec::MaterializeAllPending("host read");
+    } else {
+      exec::Materialize({storage}, "host read");
+    }
+  });
+}
+
+at::Tensor EmptyTpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype,
+                    c10::DeviceIndex device) {
+  CheckDeviceIndex(device);
+  const c10::DeviceIndex saved = CurrentDeviceIndex();
+  SetCurrentDeviceIndex(device);
+  at::Tensor result = at::detail::empty_strided_generic(
+      sizes, strides, GetTpuAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
+  SetCurrentDeviceIndex(saved);
+  return result;
+}
+
+at::Tensor EmptyTpuContiguous(c10::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 2; i >= 0; --i) {
+    strides[i] = strides[i + 1] * std::max<int64_t>(sizes[i + 1], 1);
+  }
+  return EmptyTpu(sizes, strides, dtype, device);
+}
+
+void GrowStorage(const c10::Storage& storage, size_t nbytes) {
+  if (nbytes <= storage.nbytes()) return;
+  exec::DeviceStorage* old_storage = StorageOf(storage);
+  const c10::DeviceIndex saved = CurrentDeviceIndex();
+  SetCurrentDeviceIndex(static_cast<c10::DeviceIndex>(old_storage->device()));
+  c10::DataPtr data = GetTpuAllocator()->allocate(nbytes);
+  SetCurrentDeviceIndex(saved);
+  auto* new_storage = static_cast<exec::DeviceStorage*>(data.get_context());
+  if (old_storage->initialized() && old_storage->nbytes() > 0) {
+    const ir::DType type = old_storage->element_type();
+    SyncForHostRead(old_storage);
+    ir::Value old_value = old_storage->Read(type);
+    const int64_t grow = new_storage->elements(type) - old_storage->elements(type);
+    new_storage->Write(ops::Pad(old_value, ops::Constant(0, type), {0}, {grow}, {0}));
+    Translate([&] { exec::Materialize({new_storage}, "resize"); });
+  }
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(data));
+  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
+}
+
+void ResizeTpu(const at::Tensor& tensor, c10::IntArrayRef sizes, std::optional<c10::IntArrayRef> strides) {
+  auto* impl = tensor.unsafeGetTensorImpl();
+  if (strides) {
+    impl->set_sizes_and_strides(sizes, *strides);
+  } else {
+    impl->set_sizes_contiguous(sizes);
+  }
+  if (tensor.numel() == 0) return;
+  const size_t needed = at::detail::computeStorageNbytes(tensor.sizes(), tensor.strides(), tensor.itemsize(),
+                                                         tensor.storage_offset());
+  GrowStorage(tensor.storage(), needed);
+}
+
+namespace {
+
+bool IsWholeContiguousStorage(const at::Tensor& tensor) {
+  exec::DeviceStorage* storage = StorageOf(tensor);
+  const ir::DType dtype = ToDType(tensor.scalar_type());
+  return (!storage->initialized() || storage->element_type() == dtype) &&
+         ops::CoversWholeStorage(storage->elements(dtype),
+                                 ir::Shape(tensor.sizes().begin(), tensor.sizes().end()),
+                                 std::vector<int64_t>(tensor.strides().begin(), tensor.strides().end())) &&
+         storage->nbytes() == static_cast<size_t>(tensor.numel()) * tensor.itemsize();
+}
+
+}  // namespace
+
+void CopyHostToTpu(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.numel() == 0) return;
+  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  const ir::DType dtype = ToDType(dst.scalar_type());
+  exec::DeviceStorage* storage = StorageOf(dst);
+  Translate([&] {
+    auto& metrics = exec::GetMetrics();
+    metrics.transfers_to_device++;
+    metrics.bytes_to_device += static_cast<int64_t>(host.nbytes());
+    const auto& device = exec::GetDevice(storage->device());
+    std::vector<int64_t> dims(host.sizes().begin(), host.sizes().end());
+    if (IsWholeContiguousStorage(dst)) {
+      auto buffer = exec::GetClient().BufferFromHost(host.data_ptr(), exec::ToElementType(dtype),
+                                                     {static_cast<int64_t>(host.numel())}, device);
+      storage->SetBuffer(std::move(buffer), dtype);
+      return;
+    }
+    auto buffer = exec::GetClient().BufferFromHost(host.data_ptr(), exec::ToElementType(dtype), dims, device);
+    WriteTensor(dst, ir::MakeBufferParameter(buffer, ir::TensorType{dtype, dims}));
+    FinishWrites({storage});
+  });
+}
+
+void CopyTpuToHost(const at::Tensor& dst, const at::Tensor& src) {
+  if (src.numel() == 0) return;
+  at::Tensor source = src;
+  if (!IsWholeContiguousStorage(src)) {
+    // Compact the view on the device first so only its elements cross to the host.
+    source = EmptyTpuContiguous(src.sizes(), src.scalar_type(), src.device().index());
+    WriteTensor(source, ReadTensor(src));
+    FinishWrites({StorageOf(source)});
+  }
+  exec::DeviceStorage* storage = StorageOf(source);
+  SyncForHostRead(storage);
+  at::Tensor host = at::empty(source.sizes(), source.options().device(c10::kCPU));
+  Translate([&] { exec::CopyToHost(*storage, host.data_ptr(), host.nbytes()); });
+  dst.copy_(host);
+}
+
+void CopyTpuToTpu(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.numel() == 0) return;
+  at::Tensor source = src;
+  if (src.device() != dst.device()) {
+    at::Tensor compact = src;
+    if (!IsWholeContiguousStorage(src)) {
+      compact = EmptyTpuContiguous(src.sizes(), src.scalar_type(), src.device().index());
+      WriteTensor(compact, ReadTensor(src));
+      FinishWrites({StorageOf(compact)});
+    }
+    exec::DeviceStorage* from = StorageOf(compact);
+    SyncForHostRead(from);
+    source = EmptyTpu(compact.sizes(), compact.strides(), compact.scalar_type(), dst.device().index());
+    Translate([&] {
+      auto copied = from->buffer()->CopyToDevice(exec::GetDevice(dst.device().index()));
+      StorageOf(source)->SetBuffer(std::move(copied), from->element_type());
+    });
+  }
+  Translate([&] {
+    WriteTensor(dst, ReadTensor(source));
+    FinishWrites({StorageOf(dst)});
+  });
+}
+
+void RethrowTranslated() {
+  try {
+    throw;
+  } catch (const runtime::PjrtError& e) {
+    if (e.is_resource_exhausted()) TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", e.what());
+    TORCH_CHECK(false, e.what());
+  } catch (const ops::UnsupportedError& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
+  } catch (const std::out_of_range& e) {
+    TORCH_CHECK_INDEX(false, e.what());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+}  // namespace torch_tpu::aten

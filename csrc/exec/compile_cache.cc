@@ -1,0 +1,225 @@
+#include "exec/compile_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "exec/context.h"
+
+namespace torch_tpu::exec {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'T', 'P', 'U', 'X', 'E', '1', '\n'};
+
+using Future = std::shared_future<std::shared_ptr<runtime::Executable>>;
+
+struct MemoryCache {
+  std::mutex mutex;
+  std::unordered_map<ir::Signature, Future, ir::SignatureHash> entries;
+};
+
+MemoryCache& Memory() {
+  static MemoryCache* cache = new MemoryCache();
+  return *cache;
+}
+
+bool ReadFile(const fs::path& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  out = buffer.str();
+  return true;
+}
+
+// Writes to a temporary file in the same directory, then renames: readers never see a torn entry.
+void AtomicWrite(const fs::path& path, const std::string& bytes) {
+  std::error_code error;
+  fs::create_directories(path.parent_path(), error);
+  fs::path temporary = path;
+  temporary += ".tmp." + std::to_string(::getpid()) + "." +
+               std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()));
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return;
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) {
+      fs::remove(temporary, error);
+      return;
+    }
+  }
+  fs::rename(temporary, path, error);
+  if (error) fs::remove(temporary, error);
+}
+
+std::string Checksum(const std::string& payload) {
+  ir::Hasher h;
+  h.Add(payload.data(), payload.size());
+  return h.Finish().ToHex();
+}
+
+std::string EncodeEntry(const std::string& payload) {
+  std::string entry(kMagic, sizeof(kMagic));
+  entry += Checksum(payload);
+  entry += payload;
+  return entry;
+}
+
+// Returns false for anything that is not an intact entry.
+bool DecodeEntry(const std::string& entry, std::string& payload) {
+  const size_t header = sizeof(kMagic) + 32;
+  if (entry.size() < header || std::memcmp(entry.data(), kMagic, sizeof(kMagic)) != 0) return false;
+  payload = entry.substr(header);
+  return entry.compare(sizeof(kMagic), 32, Checksum(payload)) == 0;
+}
+
+fs::path EntryPath(const ir::Signature& signature) {
+  return fs::path(CacheDirectory()) / "executables" / PluginIdentity() / (signature.ToHex() + ".bin");
+}
+
+bool DiskCacheEnabled() {
+  const char* value = std::getenv("TORCH_TPU_DISK_CACHE");
+  return value == nullptr || std::string(value) != "0";
+}
+
+std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signature,
+                                                   const std::function<std::string()>& print) {
+  runtime::Client& client = GetClient();
+  Metrics& metrics = GetMetrics();
+  fs::path path;
+  if (DiskCacheEnabled()) {
+    path = EntryPath(signature);
+    std::string entry, payload;
+    if (ReadFile(path, entry)) {
+      if (DecodeEntry(entry, payload)) {
+        try {
+          auto executable = client.Deserialize(payload);
+          metrics.disk_cache_hits++;
+          return executable;
+        } catch (const std::exception& e) {
+          Warn("torch_tpu: compile cache entry " + path.string() + " could not be loaded (" + e.what() +
+               "); recompiling");
+        }
+      } else {
+        Warn("torch_tpu: compile cache entry " + path.string() + " is corrupt; recompiling and replacing it");
+      }
+    }
+  }
+  metrics.cache_misses++;
+  const std::string text = print();
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<runtime::Executable> executable;
+  try {
+    executable = client.Compile(text, runtime::CompileOptions{});
+  } catch (const runtime::PjrtError& e) {
+    const std::string dump = DumpProgram(signature, text);
+    throw runtime::PjrtError(e.code(), std::string(e.what()) + "\nThe StableHLO program was written to " + dump);
+  }
+  metrics.compile_time_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+  metrics.compiles++;
+  if (!path.empty()) {
+    try {
+      std::string bytes = executable->Serialize();
+      if (!bytes.empty()) AtomicWrite(path, EncodeEntry(bytes));
+    } catch (const std::exception& e) {
+      Warn(std::string("torch_tpu: could not serialize an executable for the disk cache: ") + e.what());
+    }
+  }
+  return executable;
+}
+
+// A fast 128-bit hash of the plugin file, remembered per (path, size, mtime).
+std::string HashPluginFile(const std::string& plugin_path) {
+  struct stat info {};
+  if (::stat(plugin_path.c_str(), &info) != 0) return "unknown";
+  ir::Hasher key;
+  key.Add(plugin_path);
+  key.Add(static_cast<uint64_t>(info.st_size));
+  key.Add(static_cast<uint64_t>(info.st_mtim.tv_sec) * 1000000000ull + info.st_mtim.tv_nsec);
+  const fs::path memo = fs::path(CacheDirectory()) / "plugin-ids" / key.Finish().ToHex();
+  std::string remembered;
+  if (ReadFile(memo, remembered) && remembered.size() == 32) return remembered;
+  std::ifstream in(plugin_path, std::ios::binary);
+  ir::Hasher h;
+  std::vector<char> chunk(1 << 22);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    h.Add(chunk.data(), static_cast<size_t>(in.gcount()));
+  }
+  const std::string digest = h.Finish().ToHex();
+  AtomicWrite(memo, digest);
+  return digest;
+}
+
+}  // namespace
+
+std::string PluginIdentity() {
+  static std::once_flag once;
+  static std::string identity;
+  std::call_once(once, [] {
+    const auto& plugin = *GetClient().plugin();
+    identity = HashPluginFile(plugin.path()).substr(0, 16) + "-v" + std::to_string(plugin.major_version()) +
+               "." + std::to_string(plugin.minor_version());
+  });
+  return identity;
+}
+
+std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signature,
+                                                   const std::function<std::string()>& print) {
+  MemoryCache& cache = Memory();
+  std::promise<std::shared_ptr<runtime::Executable>> promise;
+  Future future;
+  bool owner = false;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.entries.find(signature);
+    if (it != cache.entries.end()) {
+      future = it->second;
+    } else {
+      future = promise.get_future().share();
+      cache.entries.emplace(signature, future);
+      owner = true;
+    }
+  }
+  if (!owner) {
+    GetMetrics().memory_cache_hits++;
+    return future.get();
+  }
+  try {
+    promise.set_value(CompileOrLoad(signature, print));
+  } catch (...) {
+    // A failed compile is not cached: waiters see the error, later callers try again.
+    promise.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.entries.erase(signature);
+  }
+  return future.get();
+}
+
+void ClearMemoryCache() {
+  MemoryCache& cache = Memory();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.entries.clear();
+}
+
+std::string DumpProgram(const ir::Signature& signature, const std::string& text) {
+  const fs::path path = fs::path(DumpDirectory()) / ("program-" + signature.ToHex() + ".mlir");
+  AtomicWrite(path, text);
+  return path.string();
+}
+
+}  // namespace torch_tpu::exec

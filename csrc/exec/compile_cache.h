@@ -1,0 +1,27 @@
+// Compiled programs, cached in memory (shared futures: one compile per signature, however many
+// threads ask) and on disk (serialized executables keyed by signature and plugin identity).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ir/graph.h"
+#include "runtime/pjrt.h"
+
+namespace torch_tpu::exec {
+
+// The plugin's identity: a hash of its file and its API version, memoised in the cache dir.
+std::string PluginIdentity();
+
+// Returns the executable for `signature`; `print` produces the StableHLO text on a miss.
+std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signature,
+                                                   const std::function<std::string()>& print);
+
+// Writes `text` to the dump directory and returns the path.
+std::string DumpProgram(const ir::Signature& signature, const std::string& text);
+
+// Drops the in-memory cache (tests use it to force disk lookups).
+void ClearMemoryCache();
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,229 @@
+#include "exec/storage.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "exec/compile_cache.h"
+#include "exec/context.h"
+
+namespace torch_tpu::exec {
+
+runtime::ElementType ToElementType(ir::DType dtype) {
+  using E = runtime::ElementType;
+  switch (dtype) {
+    case ir::DType::kBool: return E::kPred;
+    case ir::DType::kS8: return E::kS8;
+    case ir::DType::kS16: return E::kS16;
+    case ir::DType::kS32: return E::kS32;
+    case ir::DType::kS64: return E::kS64;
+    case ir::DType::kU8: return E::kU8;
+    case ir::DType::kU16: return E::kU16;
+    case ir::DType::kU32: return E::kU32;
+    case ir::DType::kU64: return E::kU64;
+    case ir::DType::kF16: return E::kF16;
+    case ir::DType::kBF16: return E::kBF16;
+    case ir::DType::kF32: return E::kF32;
+    case ir::DType::kF64: return E::kF64;
+  }
+  return E::kInvalid;
+}
+
+namespace {
+
+struct PendingRegistry {
+  std::mutex mutex;
+  std::unordered_set<DeviceStorage*> storages;
+};
+
+PendingRegistry& Pending() {
+  static PendingRegistry* registry = new PendingRegistry();
+  return *registry;
+}
+
+}  // namespace
+
+DeviceStorage::DeviceStorage(size_t nbytes, int device) : nbytes_(nbytes), device_(device) {
+  GetMemoryStats(device_).Add(static_cast<int64_t>(nbytes_));
+}
+
+DeviceStorage::~DeviceStorage() {
+  GetMemoryStats(device_).Remove(static_cast<int64_t>(nbytes_));
+  if (pending_ && CurrentMode() == Mode::kDeferAndFuse) {
+    PendingRegistry& registry = Pending();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    registry.storages.erase(this);
+  }
+}
+
+ir::Value DeviceStorage::Read(ir::DType reader_dtype) {
+  if (pending_) return pending_;
+  if (!has_type_) {
+    return ir::Full(0, ir::TensorType{reader_dtype, {elements(reader_dtype)}});
+  }
+  if (!parameter_) {
+    parameter_ = ir::MakeBufferParameter(buffer_, ir::TensorType{element_type_, {elements(element_type_)}});
+  }
+  return parameter_;
+}
+
+void DeviceStorage::Write(const ir::Value& value) {
+  if (!has_type_) {
+    has_type_ = true;
+    element_type_ = value.dtype();
+  }
+  pending_ = value;
+}
+
+void DeviceStorage::SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType element_type) {
+  // The new buffer is counted before the old one is released, so a copy shows in the peak;
+  // a donated buffer was already released (the memory is reused).
+  auto& stats = GetMemoryStats(device_);
+  if (buffer_ && !buffer_->donated()) {
+    stats.Add(static_cast<int64_t>(nbytes_));
+    stats.Remove(static_cast<int64_t>(nbytes_));
+  }
+  buffer_ = std::move(buffer);
+  has_type_ = true;
+  element_type_ = element_type;
+  parameter_ = {};
+  pending_ = {};
+}
+
+namespace {
+
+std::shared_ptr<runtime::Buffer> UploadScalar(const ir::HostScalar& scalar, const runtime::Device& device) {
+  GetMetrics().scalar_uploads++;
+  return GetClient().BufferFromHost(scalar.bytes, ToElementType(scalar.dtype), {}, device);
+}
+
+}  // namespace
+
+void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason) {
+  std::vector<DeviceStorage*> targets;
+  std::vector<ir::Value> results;
+  for (DeviceStorage* storage : storages) {
+    if (storage == nullptr || !storage->pending_) continue;
+    if (std::find(targets.begin(), targets.end(), storage) != targets.end()) continue;
+    if (storage->parameter_ && storage->pending_.node == storage->parameter_.node) {
+      storage->pending_ = {};  // written with its own value: nothing to run
+      continue;
+    }
+    targets.push_back(storage);
+    results.push_back(storage->pending_);
+  }
+  if (targets.empty()) return;
+  GetMetrics().CountSync(reason);
+  const int device_index = targets[0]->device_;
+  const runtime::Device& device = GetDevice(device_index);
+
+  ir::Program program = ir::BuildProgram(results);
+  // Donate a storage's old buffer when only the storage and its parameter node still hold it.
+  std::vector<bool> donated(program.parameters.size(), false);
+  for (size_t p = 0; p < program.parameters.size(); ++p) {
+    const ir::Node* parameter = program.parameters[p];
+    if (parameter->kind != ir::NodeKind::kBufferParameter) continue;
+    for (size_t r = 0; r < targets.size(); ++r) {
+      DeviceStorage* storage = targets[r];
+      if (storage->buffer_.get() != parameter->buffer.get()) continue;
+      if (storage->buffer_.use_count() == 2 && program.results[r].type() == parameter->results[0]) {
+        program.aliased_result[p] = static_cast<int>(r);
+        donated[p] = true;
+      }
+      break;
+    }
+  }
+  const ir::Signature signature = ir::ComputeSignature(program, 0);
+  auto executable = GetExecutable(signature, [&] { return ir::PrintProgram(program); });
+
+  std::vector<std::shared_ptr<runtime::Buffer>> uploads;
+  std::vector<PJRT_Buffer*> arguments;
+  for (const ir::Node* parameter : program.parameters) {
+    if (parameter->kind == ir::NodeKind::kScalarParameter) {
+      uploads.push_back(UploadScalar(parameter->scalar, device));
+      arguments.push_back(uploads.back()->raw());
+    } else {
+      auto buffer = std::static_pointer_cast<const runtime::Buffer>(parameter->buffer);
+      arguments.push_back(buffer->raw());
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<runtime::Buffer>> outputs;
+  try {
+    outputs = executable->Execute(arguments, donated, device);
+  } catch (const runtime::PjrtError& e) {
+    const std::string dump = DumpProgram(signature, ir::PrintProgram(program));
+    throw runtime::PjrtError(e.code(), std::string(e.what()) + "\nThe StableHLO program was written to " + dump);
+  }
+  Metrics& metrics = GetMetrics();
+  metrics.executions++;
+  for (size_t p = 0; p < donated.size(); ++p) {
+    if (!donated[p]) continue;
+    const_cast<runtime::Buffer*>(static_cast<const runtime::Buffer*>(program.parameters[p]->buffer.get()))
+        ->MarkDonated();
+    metrics.donated_buffers++;
+  }
+  program = ir::Program{};  // release graph references before installing results
+  for (size_t r = 0; r < targets.size(); ++r) {
+    targets[r]->SetBuffer(outputs[r], outputs[r] ? results[r].dtype() : results[r].dtype());
+  }
+  if (CurrentMode() == Mode::kDebug) {
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      try {
+        outputs[r]->AwaitReady();
+      } catch (const runtime::PjrtError& e) {
+        throw runtime::PjrtError(e.code(), e.what());
+      }
+    }
+  }
+  metrics.execute_time_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+}
+
+void RegisterPending(DeviceStorage* storage) {
+  PendingRegistry& registry = Pending();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.storages.insert(storage);
+}
+
+size_t PendingCount() {
+  PendingRegistry& registry = Pending();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  return registry.storages.size();
+}
+
+void MaterializeAllPending(const std::string& reason) {
+  std::vector<DeviceStorage*> storages;
+  {
+    PendingRegistry& registry = Pending();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    storages.assign(registry.storages.begin(), registry.storages.end());
+    registry.storages.clear();
+  }
+  // One program per device.
+  std::unordered_map<int, std::vector<DeviceStorage*>> by_device;
+  for (DeviceStorage* storage : storages) by_device[storage->device()].push_back(storage);
+  for (auto& [device, group] : by_device) Materialize(group, reason);
+}
+
+void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes) {
+  Metrics& metrics = GetMetrics();
+  metrics.transfers_to_host++;
+  metrics.bytes_to_host += static_cast<int64_t>(nbytes);
+  storage.buffer()->ToHost(dst, nbytes);
+}
+
+std::vector<std::shared_ptr<runtime::Buffer>> RunProgramText(const std::string& text, int device) {
+  ir::Hasher h;
+  h.Add(text);
+  const ir::Signature signature = h.Finish();
+  auto executable = GetExecutable(signature, [&] { return text; });
+  auto outputs = executable->Execute({}, {}, GetDevice(device));
+  for (auto& output : outputs) output->AwaitReady();
+  return outputs;
+}
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,62 @@
+// Device storages and materialization. A storage's value is a PJRT buffer (a dense 1-D array of
+// its element type), a pending graph value, or nothing yet (reads as zeros).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/pjrt.h"
+
+namespace torch_tpu::exec {
+
+runtime::ElementType ToElementType(ir::DType dtype);
+
+class DeviceStorage {
+ public:
+  DeviceStorage(size_t nbytes, int device);
+  ~DeviceStorage();
+  DeviceStorage(const DeviceStorage&) = delete;
+  DeviceStorage& operator=(const DeviceStorage&) = delete;
+
+  size_t nbytes() const { return nbytes_; }
+  int device() const { return device_; }
+  bool initialized() const { return has_type_; }
+  ir::DType element_type() const { return element_type_; }
+  int64_t elements(ir::DType dtype) const { return static_cast<int64_t>(nbytes_ / ir::ByteSize(dtype)); }
+  bool pending() const { return static_cast<bool>(pending_); }
+
+  // The storage's 1-D value for use inside a program; never null.
+  ir::Value Read(ir::DType reader_dtype);
+  // Sets a new pending 1-D value (the element type becomes fixed on the first write).
+  void Write(const ir::Value& value);
+  // Installs a materialized buffer (uploads, cross-device copies, program results).
+  void SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType element_type);
+  // The materialized buffer; call Materialize first if pending.
+  const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
+
+ private:
+  friend void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason);
+  size_t nbytes_;
+  int device_;
+  bool has_type_ = false;
+  ir::DType element_type_ = ir::DType::kU8;
+  std::shared_ptr<runtime::Buffer> buffer_;
+  ir::Value parameter_;  // cached parameter node over buffer_
+  ir::Value pending_;
+};
+
+// Runs the pending values of `storages` as one program (donating buffers nothing else needs).
+void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason);
+// Fused eager: storages with pending values wait here until a sync point.
+void RegisterPending(DeviceStorage* storage);
+void MaterializeAllPending(const std::string& reason);
+size_t PendingCount();
+
+// Copies a materialized storage's bytes to host memory.
+void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes);
+// Runs a standalone program over the given parameters (used by tests and tools).
+std::vector<std::shared_ptr<runtime::Buffer>> RunProgramText(const std::string& text, int device);
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,440 @@
+#include "ir/graph.h"
+
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace torch_tpu::ir {
+
+namespace {
+
+struct DTypeInfo {
+  const char* mlir;
+  size_t bytes;
+};
+
+const DTypeInfo& Info(DType dtype) {
+  static const DTypeInfo kInfo[] = {
+      {"i1", 1}, {"i8", 1},  {"i16", 2},  {"i32", 4},  {"i64", 8},  {"ui8", 1}, {"ui16", 2},
+      {"ui32", 4}, {"ui64", 8}, {"f16", 2}, {"bf16", 2}, {"f32", 4}, {"f64", 8},
+  };
+  return kInfo[static_cast<int>(dtype)];
+}
+
+}  // namespace
+
+const char* MlirTypeName(DType dtype) { return Info(dtype).mlir; }
+size_t ByteSize(DType dtype) { return Info(dtype).bytes; }
+bool IsFloating(DType dtype) {
+  return dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kF32 || dtype == DType::kF64;
+}
+bool IsSignedInteger(DType dtype) {
+  return dtype == DType::kS8 || dtype == DType::kS16 || dtype == DType::kS32 || dtype == DType::kS64;
+}
+bool IsUnsignedInteger(DType dtype) {
+  return dtype == DType::kU8 || dtype == DType::kU16 || dtype == DType::kU32 || dtype == DType::kU64;
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorType::ToMlir() const {
+  std::string text = "tensor<";
+  for (int64_t d : shape) text += std::to_string(d) + "x";
+  text += MlirTypeName(dtype);
+  text += ">";
+  return text;
+}
+
+const TensorType& Value::type() const { return node->results.at(index); }
+
+// ---- Builder ----
+
+std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operands,
+                               std::vector<TensorType> results, std::string attributes,
+                               std::vector<Region> regions) {
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->operands = std::move(operands);
+  node->results = std::move(results);
+  node->attributes = std::move(attributes);
+  node->regions = std::move(regions);
+  std::vector<Value> values;
+  for (size_t i = 0; i < node->results.size(); ++i) values.push_back(Value{node, static_cast<int>(i)});
+  return values;
+}
+
+Value MakeOp(const std::string& op, std::vector<Value> operands, TensorType result,
+             std::string attributes) {
+  return MakeMultiOp(op, std::move(operands), {std::move(result)}, std::move(attributes))[0];
+}
+
+Value MakeBufferParameter(std::shared_ptr<const void> buffer, TensorType type) {
+  auto node = std::make_shared<Node>();
+  node->kind = NodeKind::kBufferParameter;
+  node->buffer = std::move(buffer);
+  node->results = {std::move(type)};
+  return Value{node, 0};
+}
+
+Value MakeScalarParameter(const HostScalar& scalar) {
+  auto node = std::make_shared<Node>();
+  node->kind = NodeKind::kScalarParameter;
+  node->scalar = scalar;
+  node->results = {TensorType{scalar.dtype, {}}};
+  return Value{node, 0};
+}
+
+std::string I64List(const std::vector<int64_t>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+std::string I64Array(const std::vector<int64_t>& values) {
+  if (values.empty()) return "array<i64>";
+  std::string text = "array<i64: ";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + ">";
+}
+
+std::string DenseI64(const std::vector<int64_t>& values) {
+  return "dense<" + I64List(values) + "> : tensor<" + std::to_string(values.size()) + "xi64>";
+}
+
+namespace {
+
+std::string HexBits(uint64_t bits, int hex_digits) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "0x%0*llX", hex_digits, static_cast<unsigned long long>(bits));
+  return buffer;
+}
+
+Value SplatConstant(const std::string& literal, DType dtype) {
+  TensorType type{dtype, {}};
+  return MakeOp("stablehlo.constant", {}, type, "value = dense<" + literal + "> : " + type.ToMlir());
+}
+
+}  // namespace
+
+Value ScalarConstant(double value, DType dtype) {
+  switch (dtype) {
+    case DType::kBool:
+      return SplatConstant(value != 0 ? "true" : "false", dtype);
+    case DType::kF64: {
+      uint64_t bits;
+      std::memcpy(&bits, &value, 8);
+      return SplatConstant(HexBits(bits, 16), dtype);
+    }
+    case DType::kF32: {
+      float f = static_cast<float>(value);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      return SplatConstant(HexBits(bits, 8), dtype);
+    }
+    case DType::kF16:
+    case DType::kBF16:
+      // Rounded by the compiler's own (round-to-nearest-even) conversion.
+      return MakeOp("stablehlo.convert", {ScalarConstant(value, DType::kF32)}, TensorType{dtype, {}});
+    default:
+      return IntegerConstant(static_cast<int64_t>(value), dtype);
+  }
+}
+
+Value IntegerConstant(int64_t value, DType dtype) {
+  if (IsFloating(dtype)) return ScalarConstant(static_cast<double>(value), dtype);
+  if (dtype == DType::kBool) return SplatConstant(value != 0 ? "true" : "false", dtype);
+  if (IsUnsignedInteger(dtype)) {
+    const int bits = static_cast<int>(ByteSize(dtype) * 8);
+    uint64_t u = static_cast<uint64_t>(value);
+    if (bits < 64) u &= (uint64_t{1} << bits) - 1;
+    return SplatConstant(std::to_string(u), dtype);
+  }
+  return SplatConstant(std::to_string(value), dtype);
+}
+
+Value HostScalarConstant(const HostScalar& scalar) {
+  auto read = [&](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, scalar.bytes, sizeof(v));
+    return v;
+  };
+  switch (scalar.dtype) {
+    case DType::kBool: return IntegerConstant(scalar.bytes[0] != 0, DType::kBool);
+    case DType::kS8: return IntegerConstant(read(int8_t{}), scalar.dtype);
+    case DType::kS16: return IntegerConstant(read(int16_t{}), scalar.dtype);
+    case DType::kS32: return IntegerConstant(read(int32_t{}), scalar.dtype);
+    case DType::kS64: return IntegerConstant(read(int64_t{}), scalar.dtype);
+    case DType::kU8: return IntegerConstant(read(uint8_t{}), scalar.dtype);
+    case DType::kF32: return ScalarConstant(read(float{}), scalar.dtype);
+    case DType::kF64: return ScalarConstant(read(double{}), scalar.dtype);
+    default: return MakeScalarParameter(scalar);
+  }
+}
+
+Value Full(double value, const TensorType& type) {
+  Value scalar = ScalarConstant(value, type.dtype);
+  if (type.shape.empty()) return scalar;
+  return MakeOp("stablehlo.broadcast_in_dim", {scalar}, type, "broadcast_dimensions = array<i64>");
+}
+
+// ---- Programs ----
+
+namespace {
+
+// Depth-first post-order over operands, stopping at parameters and region arguments.
+void TopologicalOrder(const std::vector<Value>& roots, std::vector<Node*>& order,
+                      std::vector<Node*>* parameters) {
+  std::unordered_map<Node*, bool> visited;
+  std::vector<std::pair<Node*, size_t>> stack;
+  for (const Value& root : roots) {
+    Node* start = root.node.get();
+    if (visited.count(start)) continue;
+    visited[start] = true;
+    stack.push_back({start, 0});
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < node->operands.size()) {
+        Node* operand = node->operands[next++].node.get();
+        if (!visited.count(operand)) {
+          visited[operand] = true;
+          stack.push_back({operand, 0});
+        }
+        continue;
+      }
+      Node* done = node;
+      stack.pop_back();
+      if (done->kind == NodeKind::kOp) {
+        order.push_back(done);
+      } else if (done->kind != NodeKind::kRegionArgument) {
+        if (parameters == nullptr) throw std::logic_error("a region captured a parameter");
+        parameters->push_back(done);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Program BuildProgram(std::vector<Value> results) {
+  Program program;
+  program.results = std::move(results);
+  TopologicalOrder(program.results, program.nodes, &program.parameters);
+  program.aliased_result.assign(program.parameters.size(), -1);
+  return program;
+}
+
+// ---- Hashing ----
+
+namespace {
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDull;
+  x ^= x >> 33;
+  x *= 0xC4CEB9FE1A85EC53ull;
+  x ^= x >> 33;
+  return x;
+}
+}  // namespace
+
+void Hasher::Add(uint64_t value) {
+  a = Mix(a ^ value) + 0x632BE59BD9B4E019ull;
+  b = Mix(b + value * 0x9E3779B97F4A7C15ull) ^ a;
+}
+
+void Hasher::Add(const void* data, size_t size) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes + i, 8);
+    Add(word);
+  }
+  uint64_t tail = size;
+  for (; i < size; ++i) tail = (tail << 8) | bytes[i];
+  Add(tail);
+}
+
+Signature Hasher::Finish() const { return Signature{Mix(a ^ (b >> 1)), Mix(b + a)}; }
+
+std::string Signature::ToHex() const {
+  char buffer[40];
+  std::snprintf(buffer, sizeof(buffer), "%016llx%016llx", static_cast<unsigned long long>(high),
+                static_cast<unsigned long long>(low));
+  return buffer;
+}
+
+namespace {
+
+void HashType(Hasher& h, const TensorType& type) {
+  h.Add(static_cast<uint64_t>(type.dtype) | (static_cast<uint64_t>(type.shape.size()) << 8));
+  for (int64_t d : type.shape) h.Add(static_cast<uint64_t>(d));
+}
+
+// Hashes nodes in order; edges are encoded as the (position, result index) of the operand.
+void HashNodes(Hasher& h, const std::vector<Node*>& nodes,
+               std::unordered_map<const Node*, uint64_t>& ids) {
+  for (const Node* node : nodes) {
+    h.Add(node->op);
+    h.Add(node->attributes);
+    h.Add(node->operands.size());
+    for (const Value& operand : node->operands) {
+      h.Add(ids.at(operand.node.get()) * 64 + static_cast<uint64_t>(operand.index));
+    }
+    h.Add(node->results.size());
+    for (const TensorType& type : node->results) HashType(h, type);
+    h.Add(node->regions.size());
+    for (const Region& region : node->regions) {
+      std::vector<Node*> body;
+      TopologicalOrder(region.results, body, nullptr);
+      for (const auto& argument : region.arguments) {
+        ids[argument.get()] = ids.size() + 1;
+        HashType(h, argument->results[0]);
+      }
+      HashNodes(h, body, ids);
+      for (const Value& result : region.results) {
+        h.Add(ids.at(result.node.get()) * 64 + static_cast<uint64_t>(result.index));
+      }
+    }
+    ids[node] = ids.size() + 1;
+  }
+}
+
+}  // namespace
+
+Signature ComputeSignature(const Program& program, uint64_t salt) {
+  Hasher h;
+  h.Add(salt);
+  std::unordered_map<const Node*, uint64_t> ids;
+  h.Add(program.parameters.size());
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    const Node* parameter = program.parameters[i];
+    h.Add(static_cast<uint64_t>(parameter->kind));
+    HashType(h, parameter->results[0]);
+    h.Add(static_cast<uint64_t>(program.aliased_result[i] + 1));
+    ids[parameter] = ids.size() + 1;
+  }
+  HashNodes(h, program.nodes, ids);
+  h.Add(program.results.size());
+  for (const Value& result : program.results) {
+    h.Add(ids.at(result.node.get()) * 64 + static_cast<uint64_t>(result.index));
+  }
+  return h.Finish();
+}
+
+// ---- Printer ----
+
+namespace {
+
+class Printer {
+ public:
+  std::string Print(const Program& program) {
+    out_ << "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+    out_ << "  func.func public @main(";
+    for (size_t i = 0; i < program.parameters.size(); ++i) {
+      const Node* parameter = program.parameters[i];
+      names_[parameter] = "%arg" + std::to_string(i);
+      out_ << (i ? ", " : "") << names_[parameter] << ": " << parameter->results[0].ToMlir();
+      if (program.aliased_result[i] >= 0) {
+        out_ << " {tf.aliasing_output = " << program.aliased_result[i] << " : i32}";
+      }
+    }
+    out_ << ") -> (";
+    for (size_t i = 0; i < program.results.size(); ++i) {
+      out_ << (i ? ", " : "") << program.results[i].type().ToMlir();
+    }
+    out_ << ") {\n";
+    PrintNodes(program.nodes, "    ");
+    out_ << "    return ";
+    PrintValueList(program.results);
+    out_ << " : ";
+    for (size_t i = 0; i < program.results.size(); ++i) {
+      out_ << (i ? ", " : "") << program.results[i].type().ToMlir();
+    }
+    out_ << "\n  }\n}\n";
+    return out_.str();
+  }
+
+ private:
+  std::string Name(const Value& value) {
+    const std::string& base = names_.at(value.node.get());
+    if (value.node->results.size() == 1) return base;
+    return base + "#" + std::to_string(value.index);
+  }
+
+  void PrintValueList(const std::vector<Value>& values) {
+    for (size_t i = 0; i < values.size(); ++i) out_ << (i ? ", " : "") << Name(values[i]);
+  }
+
+  void PrintNodes(const std::vector<Node*>& nodes, const std::string& indent) {
+    for (const Node* node : nodes) {
+      std::string name = "%" + std::to_string(next_id_++);
+      names_[node] = name;
+      out_ << indent << name;
+      if (node->results.size() > 1) out_ << ":" << node->results.size();
+      out_ << " = \"" << node->op << "\"(";
+      PrintValueList(node->operands);
+      out_ << ")";
+      if (!node->regions.empty()) {
+        out_ << " (";
+        for (size_t r = 0; r < node->regions.size(); ++r) {
+          out_ << (r ? ", " : "") << "{\n";
+          PrintRegion(node->regions[r], indent + "  ");
+          out_ << indent << "}";
+        }
+        out_ << ")";
+      }
+      if (!node->attributes.empty()) out_ << " {" << node->attributes << "}";
+      out_ << " : (";
+      for (size_t i = 0; i < node->operands.size(); ++i) {
+        out_ << (i ? ", " : "") << node->operands[i].type().ToMlir();
+      }
+      out_ << ") -> ";
+      if (node->results.size() == 1) {
+        out_ << node->results[0].ToMlir();
+      } else {
+        out_ << "(";
+        for (size_t i = 0; i < node->results.size(); ++i) {
+          out_ << (i ? ", " : "") << node->results[i].ToMlir();
+        }
+        out_ << ")";
+      }
+      out_ << "\n";
+    }
+  }
+
+  void PrintRegion(const Region& region, const std::string& indent) {
+    out_ << indent << "^bb0(";
+    for (size_t i = 0; i < region.arguments.size(); ++i) {
+      std::string name = "%b" + std::to_string(next_id_++);
+      names_[region.arguments[i].get()] = name;
+      out_ << (i ? ", " : "") << name << ": " << region.arguments[i]->results[0].ToMlir();
+    }
+    out_ << "):\n";
+    std::vector<Node*> body;
+    TopologicalOrder(region.results, body, nullptr);
+    PrintNodes(body, indent + "  ");
+    out_ << indent << "  \"stablehlo.return\"(";
+    PrintValueList(region.results);
+    out_ << ") : (";
+    for (size_t i = 0; i < region.results.size(); ++i) {
+      out_ << (i ? ", " : "") << region.results[i].type().ToMlir();
+    }
+    out_ << ") -> ()\n";
+  }
+
+  std::ostringstream out_;
+  std::unordered_map<const Node*, std::string> names_;
+  int next_id_ = 0;
+};
+
+}  // namespace
+
+std::string PrintProgram(const Program& program) { return Printer().Print(program); }
+
+}  // namespace torch_tpu::ir

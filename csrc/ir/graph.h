@@ -1,0 +1,152 @@
+// Graph IR: StableHLO ops with static shapes and dtypes, a builder, structural signatures and
+// the StableHLO text printer. Knows nothing of torch or PJRT.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch_tpu::ir {
+
+enum class DType : uint8_t { kBool, kS8, kS16, kS32, kS64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64 };
+
+const char* MlirTypeName(DType dtype);
+size_t ByteSize(DType dtype);
+bool IsFloating(DType dtype);
+bool IsSignedInteger(DType dtype);
+bool IsUnsignedInteger(DType dtype);
+inline bool IsIntegral(DType dtype) { return IsSignedInteger(dtype) || IsUnsignedInteger(dtype); }
+
+using Shape = std::vector<int64_t>;
+int64_t NumElements(const Shape& shape);
+
+struct TensorType {
+  DType dtype = DType::kF32;
+  Shape shape;
+  bool operator==(const TensorType& other) const { return dtype == other.dtype && shape == other.shape; }
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  std::string ToMlir() const;  // "tensor<2x3xf32>"
+};
+
+struct Node;
+
+// One result of a node.
+struct Value {
+  std::shared_ptr<Node> node;
+  int index = 0;
+  explicit operator bool() const { return node != nullptr; }
+  const TensorType& type() const;
+  DType dtype() const { return type().dtype; }
+  const Shape& shape() const { return type().shape; }
+  int64_t rank() const { return type().rank(); }
+};
+
+// A host value passed as a 0-d program parameter, so a new value does not recompile.
+struct HostScalar {
+  DType dtype = DType::kF32;
+  uint8_t bytes[8] = {};
+};
+
+enum class NodeKind : uint8_t {
+  kOp,              // a StableHLO op
+  kBufferParameter,  // a device buffer bound at execution (opaque handle)
+  kScalarParameter,  // a host scalar uploaded at execution
+  kRegionArgument,   // an argument of the enclosing region's block
+};
+
+struct Region {
+  std::vector<std::shared_ptr<Node>> arguments;  // kRegionArgument nodes, in order
+  std::vector<Value> results;
+};
+
+struct Node {
+  NodeKind kind = NodeKind::kOp;
+  std::string op;          // "stablehlo.add"
+  std::string attributes;  // attribute dictionary body: "dimensions = array<i64: 1>"
+  std::vector<Value> operands;
+  std::vector<TensorType> results;
+  std::vector<Region> regions;
+  std::shared_ptr<const void> buffer;  // kBufferParameter: owned by the execution layer
+  HostScalar scalar;                   // kScalarParameter
+  int argument_index = 0;              // kRegionArgument
+};
+
+// ---- Builder: every function records one node and returns its result(s). ----
+
+Value MakeOp(const std::string& op, std::vector<Value> operands, TensorType result,
+             std::string attributes = "");
+std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operands,
+                               std::vector<TensorType> results, std::string attributes = "",
+                               std::vector<Region> regions = {});
+Value MakeBufferParameter(std::shared_ptr<const void> buffer, TensorType type);
+Value MakeScalarParameter(const HostScalar& scalar);
+// Builds a region whose block takes `argument_types`; `body` maps the block arguments to results.
+template <typename Body>
+Region MakeRegion(const std::vector<TensorType>& argument_types, Body&& body) {
+  Region region;
+  std::vector<Value> arguments;
+  for (size_t i = 0; i < argument_types.size(); ++i) {
+    auto node = std::make_shared<Node>();
+    node->kind = NodeKind::kRegionArgument;
+    node->results = {argument_types[i]};
+    node->argument_index = static_cast<int>(i);
+    region.arguments.push_back(node);
+    arguments.push_back(Value{node, 0});
+  }
+  region.results = body(arguments);
+  return region;
+}
+
+// Attribute text helpers.
+std::string I64Array(const std::vector<int64_t>& values);  // "array<i64: 1, 2>"
+std::string I64List(const std::vector<int64_t>& values);   // "[1, 2]"
+std::string DenseI64(const std::vector<int64_t>& values);  // "dense<[1, 2]> : tensor<2xi64>"
+
+// Constants: a splat of `value` (converted to dtype), exact for every dtype.
+Value ScalarConstant(double value, DType dtype);
+Value IntegerConstant(int64_t value, DType dtype);
+Value HostScalarConstant(const HostScalar& scalar);
+Value Full(double value, const TensorType& type);
+
+// ---- Programs ----
+
+// The nodes needed for `results`, in topological order, with their parameters.
+struct Program {
+  std::vector<Node*> parameters;  // buffer and scalar parameters, in argument order
+  std::vector<Node*> nodes;       // ops in topological order
+  std::vector<Value> results;
+  std::vector<int> aliased_result;  // per parameter: the result index it is donated to, or -1
+};
+
+Program BuildProgram(std::vector<Value> results);
+
+struct Signature {
+  uint64_t high = 0;
+  uint64_t low = 0;
+  bool operator==(const Signature& other) const { return high == other.high && low == other.low; }
+  std::string ToHex() const;
+};
+struct SignatureHash {
+  size_t operator()(const Signature& s) const { return static_cast<size_t>(s.low ^ (s.high * 31)); }
+};
+
+// Structural: ops, attributes, shapes, dtypes, edges and aliasing; never the parameters' values.
+Signature ComputeSignature(const Program& program, uint64_t salt);
+
+std::string PrintProgram(const Program& program);
+
+// A 128-bit hash of bytes, for signatures, plugin identities and cache checksums.
+struct Hasher {
+  uint64_t a = 0x9E3779B97F4A7C15ull;
+  uint64_t b = 0xC2B2AE3D27D4EB4Full;
+  void Add(const void* data, size_t size);
+  void Add(uint64_t value);
+  void Add(const std::string& text) {
+    Add(static_cast<uint64_t>(text.size()));
+    Add(text.data(), text.size());
+  }
+  Signature Finish() const;
+};
+
+}  // namespace torch_tpu::ir

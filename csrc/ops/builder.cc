@@ -1,0 +1,224 @@
+#include "ops/builder.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace torch_tpu::ops {
+
+Value Convert(const Value& value, DType dtype) {
+  if (value.dtype() == dtype) return value;
+  if (dtype == DType::kBool) {
+    // PyTorch's cast to bool is "!= 0", whereas a StableHLO convert would truncate.
+    return Compare(value, ConstantLike(0, value), "NE");
+  }
+  return ir::MakeOp("stablehlo.convert", {value}, TensorType{dtype, value.shape()});
+}
+
+Value Reshape(const Value& value, const Shape& shape) {
+  if (value.shape() == shape) return value;
+  return ir::MakeOp("stablehlo.reshape", {value}, TensorType{value.dtype(), shape});
+}
+
+Value Transpose(const Value& value, const std::vector<int64_t>& permutation) {
+  bool identity = true;
+  for (size_t i = 0; i < permutation.size(); ++i) identity &= permutation[i] == static_cast<int64_t>(i);
+  if (identity) return value;
+  Shape shape;
+  for (int64_t p : permutation) shape.push_back(value.shape().at(p));
+  return ir::MakeOp("stablehlo.transpose", {value}, TensorType{value.dtype(), shape},
+                    "permutation = " + ir::I64Array(permutation));
+}
+
+Value BroadcastInDim(const Value& value, const Shape& shape, const std::vector<int64_t>& dims) {
+  if (value.shape() == shape) return value;
+  return ir::MakeOp("stablehlo.broadcast_in_dim", {value}, TensorType{value.dtype(), shape},
+                    "broadcast_dimensions = " + ir::I64Array(dims));
+}
+
+Value BroadcastTo(const Value& value, const Shape& shape) {
+  if (value.shape() == shape) return value;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t value_rank = value.rank();
+  if (value_rank > rank) throw std::logic_error("BroadcastTo: rank too large");
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < value_rank; ++i) dims.push_back(rank - value_rank + i);
+  // A size-1 dim broadcast to a larger size must be squeezed away first.
+  Shape kept;
+  std::vector<int64_t> kept_dims;
+  for (int64_t i = 0; i < value_rank; ++i) {
+    int64_t d = value.shape()[i];
+    if (d == shape[dims[i]]) {
+      kept.push_back(d);
+      kept_dims.push_back(dims[i]);
+    } else if (d != 1) {
+      throw std::logic_error("BroadcastTo: incompatible shapes");
+    }
+  }
+  return BroadcastInDim(Reshape(value, kept), shape, kept_dims);
+}
+
+Shape BroadcastShapes(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Value Slice(const Value& value, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+            const std::vector<int64_t>& strides) {
+  Shape shape;
+  bool identity = true;
+  for (size_t i = 0; i < start.size(); ++i) {
+    int64_t n = limit[i] > start[i] ? (limit[i] - start[i] + strides[i] - 1) / strides[i] : 0;
+    shape.push_back(n);
+    identity &= start[i] == 0 && limit[i] == value.shape()[i] && strides[i] == 1;
+  }
+  if (identity) return value;
+  return ir::MakeOp("stablehlo.slice", {value}, TensorType{value.dtype(), shape},
+                    "start_indices = " + ir::I64Array(start) + ", limit_indices = " +
+                        ir::I64Array(limit) + ", strides = " + ir::I64Array(strides));
+}
+
+Value SliceAxis(const Value& value, int64_t axis, int64_t start, int64_t limit, int64_t stride) {
+  std::vector<int64_t> starts(value.rank(), 0), limits = value.shape(), strides(value.rank(), 1);
+  starts[axis] = start;
+  limits[axis] = limit;
+  strides[axis] = stride;
+  return Slice(value, starts, limits, strides);
+}
+
+Value Pad(const Value& value, const Value& padding_value, const std::vector<int64_t>& low,
+          const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
+  Shape shape;
+  for (int64_t i = 0; i < value.rank(); ++i) {
+    int64_t d = value.shape()[i];
+    shape.push_back(low[i] + high[i] + d + std::max<int64_t>(d - 1, 0) * interior[i]);
+  }
+  return ir::MakeOp("stablehlo.pad", {value, padding_value}, TensorType{value.dtype(), shape},
+                    "edge_padding_low = " + ir::I64Array(low) + ", edge_padding_high = " +
+                        ir::I64Array(high) + ", interior_padding = " + ir::I64Array(interior));
+}
+
+Value Concatenate(const std::vector<Value>& values, int64_t axis) {
+  if (values.size() == 1) return values[0];
+  Shape shape = values.at(0).shape();
+  shape[axis] = 0;
+  for (const Value& v : values) shape[axis] += v.shape()[axis];
+  return ir::MakeOp("stablehlo.concatenate", values, TensorType{values[0].dtype(), shape},
+                    "dimension = " + std::to_string(axis) + " : i64");
+}
+
+Value Iota(const TensorType& type, int64_t dimension) {
+  return ir::MakeOp("stablehlo.iota", {}, type, "iota_dimension = " + std::to_string(dimension) + " : i64");
+}
+
+Value Unary(const std::string& op, const Value& x) { return ir::MakeOp(op, {x}, x.type()); }
+
+Value BinaryTyped(const std::string& op, const Value& a, const Value& b, DType result) {
+  Shape shape = BroadcastShapes(a.shape(), b.shape());
+  return ir::MakeOp(op, {BroadcastTo(a, shape), BroadcastTo(b, shape)}, TensorType{result, shape});
+}
+
+Value Binary(const std::string& op, const Value& a, const Value& b) {
+  if (a.dtype() != b.dtype()) throw std::logic_error("Binary " + op + ": operand dtypes differ");
+  return BinaryTyped(op, a, b, a.dtype());
+}
+
+Value Add(const Value& a, const Value& b) { return Binary("stablehlo.add", a, b); }
+Value Sub(const Value& a, const Value& b) { return Binary("stablehlo.subtract", a, b); }
+Value Mul(const Value& a, const Value& b) { return Binary("stablehlo.multiply", a, b); }
+Value Div(const Value& a, const Value& b) { return Binary("stablehlo.divide", a, b); }
+Value Max(const Value& a, const Value& b) { return Binary("stablehlo.maximum", a, b); }
+Value Min(const Value& a, const Value& b) { return Binary("stablehlo.minimum", a, b); }
+
+Value Compare(const Value& a, const Value& b, const std::string& direction) {
+  if (a.dtype() != b.dtype()) throw std::logic_error("Compare: operand dtypes differ");
+  const char* type = ir::IsFloating(a.dtype())         ? "FLOAT"
+                     : ir::IsSignedInteger(a.dtype()) ? "SIGNED"
+                                                      : "UNSIGNED";
+  Shape shape = BroadcastShapes(a.shape(), b.shape());
+  return ir::MakeOp("stablehlo.compare", {BroadcastTo(a, shape), BroadcastTo(b, shape)},
+                    TensorType{DType::kBool, shape},
+                    "comparison_direction = #stablehlo<comparison_direction " + direction +
+                        ">, compare_type = #stablehlo<comparison_type " + type + ">");
+}
+
+Value Select(const Value& predicate, const Value& on_true, const Value& on_false) {
+  Shape shape = BroadcastShapes(predicate.shape(), BroadcastShapes(on_true.shape(), on_false.shape()));
+  return ir::MakeOp("stablehlo.select",
+                    {BroadcastTo(predicate, shape), BroadcastTo(on_true, shape), BroadcastTo(on_false, shape)},
+                    TensorType{on_true.dtype(), shape});
+}
+
+Value Constant(double value, DType dtype, const Shape& shape) {
+  return ir::Full(value, TensorType{dtype, shape});
+}
+
+Value ConstantLike(double value, const Value& like) { return Constant(value, like.dtype(), like.shape()); }
+
+Value Reduce(const Value& value, const std::vector<int64_t>& dims, const std::string& op,
+             const Value& init) {
+  if (dims.empty()) return value;
+  Shape shape;
+  for (int64_t i = 0; i < value.rank(); ++i) {
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) shape.push_back(value.shape()[i]);
+  }
+  std::vector<int64_t> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  TensorType scalar{value.dtype(), {}};
+  auto body = ir::MakeRegion({scalar, scalar}, [&](const std::vector<Value>& a) {
+    return std::vector<Value>{ir::MakeOp(op, {a[0], a[1]}, scalar)};
+  });
+  return ir::MakeMultiOp("stablehlo.reduce", {value, init}, {TensorType{value.dtype(), shape}},
+                         "dimensions = " + ir::I64Array(sorted), {std::move(body)})[0];
+}
+
+Value KeepDims(const Value& reduced, const Shape& input_shape, const std::vector<int64_t>& dims) {
+  Shape shape = input_shape;
+  for (int64_t d : dims) shape[d] = 1;
+  return Reshape(reduced, shape);
+}
+
+int64_t NormalizeDim(int64_t dim, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  return dim < 0 ? dim + r : dim;
+}
+
+std::vector<int64_t> NormalizeDims(const std::vector<int64_t>& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t i = 0; i < rank; ++i) out.push_back(i);
+    return out;
+  }
+  for (int64_t d : dims) out.push_back(NormalizeDim(d, rank));
+  if (rank == 0) out.clear();
+  return out;
+}
+
+Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
+                 const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                 const std::vector<int64_t>& rhs_contract, DType result) {
+  Shape shape;
+  for (int64_t d : lhs_batch) shape.push_back(lhs.shape()[d]);
+  auto free_dims = [&](const Value& v, const std::vector<int64_t>& batch, const std::vector<int64_t>& contract) {
+    for (int64_t i = 0; i < v.rank(); ++i) {
+      if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
+          std::find(contract.begin(), contract.end(), i) == contract.end()) {
+        shape.push_back(v.shape()[i]);
+      }
+    }
+  };
+  free_dims(lhs, lhs_batch, lhs_contract);
+  free_dims(rhs, rhs_batch, rhs_contract);
+  std::string attributes = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " +
+                           ir::I64List(lhs_batch) + ", rhs_batching_dimensions = " + ir::I64List(rhs_batch) +
+                           ", lhs_contracting_dimensions = " + ir::I64List(lhs_contract) +
+                           ", rhs_contracting_dimensions = " + ir::I64List(rhs_contract) + ">";
+  return ir::MakeOp("stablehlo.dot_general", {lhs, rhs}, TensorType{result, shape}, attributes);
+}
+
+}  // namespace torch_tpu::ops

@@ -1,0 +1,57 @@
+// Shared StableHLO building blocks for the lowerings (broadcasting, casts, reductions, ...).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ops/lowering.h"
+
+namespace torch_tpu::ops {
+
+Value Convert(const Value& value, DType dtype);
+Value Reshape(const Value& value, const Shape& shape);
+Value Transpose(const Value& value, const std::vector<int64_t>& permutation);
+// numpy-style: aligns trailing dimensions.
+Value BroadcastTo(const Value& value, const Shape& shape);
+Value BroadcastInDim(const Value& value, const Shape& shape, const std::vector<int64_t>& dims);
+Shape BroadcastShapes(const Shape& a, const Shape& b);
+Value Slice(const Value& value, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+            const std::vector<int64_t>& strides);
+Value SliceAxis(const Value& value, int64_t axis, int64_t start, int64_t limit, int64_t stride = 1);
+Value Pad(const Value& value, const Value& padding_value, const std::vector<int64_t>& low,
+          const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
+Value Concatenate(const std::vector<Value>& values, int64_t axis);
+Value Iota(const TensorType& type, int64_t dimension);
+
+// Elementwise with numpy broadcasting; operands must already share a dtype.
+Value Unary(const std::string& op, const Value& x);
+Value Binary(const std::string& op, const Value& a, const Value& b);
+Value BinaryTyped(const std::string& op, const Value& a, const Value& b, DType result);
+Value Add(const Value& a, const Value& b);
+Value Sub(const Value& a, const Value& b);
+Value Mul(const Value& a, const Value& b);
+Value Div(const Value& a, const Value& b);
+Value Max(const Value& a, const Value& b);
+Value Min(const Value& a, const Value& b);
+// direction: EQ, NE, LT, LE, GT, GE. Result is bool.
+Value Compare(const Value& a, const Value& b, const std::string& direction);
+Value Select(const Value& predicate, const Value& on_true, const Value& on_false);
+Value Constant(double value, DType dtype, const Shape& shape = {});
+Value ConstantLike(double value, const Value& like);
+
+// Reduces `dims` with a binary StableHLO op ("stablehlo.add", "stablehlo.maximum", ...).
+Value Reduce(const Value& value, const std::vector<int64_t>& dims, const std::string& op,
+             const Value& init);
+// Keeps reduced dims as size 1.
+Value KeepDims(const Value& reduced, const Shape& input_shape, const std::vector<int64_t>& dims);
+
+// Normalizes a possibly-negative dim; empty `dims` means all dims.
+int64_t NormalizeDim(int64_t dim, int64_t rank);
+std::vector<int64_t> NormalizeDims(const std::vector<int64_t>& dims, int64_t rank);
+
+// dot_general with the precision mode's arithmetic applied by the caller.
+Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
+                 const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                 const std::vector<int64_t>& rhs_contract, DType result);
+
+}  // namespace torch_tpu::ops

@@ -1,0 +1,102 @@
+// The lowering library: one pure function per ATen op, logical values in, logical values out.
+// Knows nothing of tensors, storages, modes or PJRT.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace torch_tpu::ops {
+
+using ir::DType;
+using ir::Shape;
+using ir::TensorType;
+using ir::Value;
+
+// A host scalar argument (a Python number, or the value of a 0-d CPU tensor).
+struct Scalar {
+  enum class Kind { kBool, kInt, kFloat };
+  Kind kind = Kind::kInt;
+  double f = 0;
+  int64_t i = 0;
+  double ToDouble() const { return kind == Kind::kFloat ? f : static_cast<double>(i); }
+  int64_t ToInt() const { return kind == Kind::kFloat ? static_cast<int64_t>(f) : i; }
+  bool IsOne() const { return ToDouble() == 1.0; }
+};
+
+struct Argument {
+  enum class Kind { kNone, kTensor, kTensorList, kScalar, kInt, kDouble, kBool, kIntList, kString, kDType, kOther };
+  Kind kind = Kind::kNone;
+  Value tensor;
+  std::vector<Value> tensors;
+  Scalar scalar;  // kScalar, kInt, kDouble, kBool all fill this too
+  std::vector<int64_t> ints;
+  std::string text;
+  DType dtype = DType::kF32;
+};
+
+class LoweringContext {
+ public:
+  std::string name;       // "add"
+  std::string overload;   // "Tensor", "Scalar", "out", ""
+  std::vector<Argument> args;        // schema arguments, out= arguments removed
+  std::vector<TensorType> outputs;   // the types the results must have (from the meta run)
+  DType promoted = DType::kF32;      // PyTorch's result_type over tensor and scalar arguments
+  // Makes a 0-d runtime parameter holding `scalar` as `dtype` (so a new value does not recompile).
+  std::function<Value(const Scalar&, DType)> make_scalar_parameter;
+
+  size_t size() const { return args.size(); }
+  bool has(size_t i) const { return i < args.size() && args[i].kind != Argument::Kind::kNone; }
+  const Argument& arg(size_t i) const;
+  bool is_tensor(size_t i) const { return has(i) && args[i].kind == Argument::Kind::kTensor; }
+  Value tensor(size_t i) const;
+  // A tensor converted to dtype, or a scalar as a runtime parameter of dtype.
+  Value value(size_t i, DType dtype) const;
+  Scalar scalar(size_t i) const;
+  int64_t int_arg(size_t i) const;
+  int64_t int_arg(size_t i, int64_t fallback) const { return has(i) ? int_arg(i) : fallback; }
+  double double_arg(size_t i) const { return scalar(i).ToDouble(); }
+  bool bool_arg(size_t i, bool fallback = false) const { return has(i) ? scalar(i).i != 0 : fallback; }
+  const std::vector<int64_t>& int_list(size_t i) const;
+  const std::string& string_arg(size_t i) const;
+  const TensorType& output(size_t i = 0) const { return outputs.at(i); }
+  Value ScalarParameter(const Scalar& s, DType dtype) const { return make_scalar_parameter(s, dtype); }
+};
+
+using Lowering = std::vector<Value> (*)(LoweringContext&);
+
+// The one registry: names are ATen op base names ("add", "sum", "_softmax").
+void RegisterLowering(const std::string& name, Lowering lowering);
+Lowering FindLowering(const std::string& name);
+std::vector<std::string> RegisteredLowerings();
+
+struct LoweringRegistrar {
+  LoweringRegistrar(std::initializer_list<std::pair<const char*, Lowering>> entries) {
+    for (const auto& [name, lowering] : entries) RegisterLowering(name, lowering);
+  }
+};
+
+// Error for a lowering that cannot handle its arguments: becomes NotImplementedError.
+class UnsupportedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// ---- Views: reads and writes of strided views of a 1-D storage value ----
+
+// `storage` is the storage's 1-D value; `offset` a 0-d i64 value (in elements of `dtype`).
+Value ReadView(const Value& storage, DType dtype, const Shape& sizes,
+               const std::vector<int64_t>& strides, const Value& offset);
+// Returns the storage's new 1-D value with `update` (of shape `sizes`) written through the view.
+Value WriteView(const Value& storage, const Value& update, const Shape& sizes,
+                const std::vector<int64_t>& strides, const Value& offset);
+// True when the view is the whole storage, contiguous, so no offset is needed.
+bool CoversWholeStorage(int64_t storage_elements, const Shape& sizes,
+                        const std::vector<int64_t>& strides);
+// Reinterprets a 1-D value as another dtype with the same bytes (bitcast_convert).
+Value Reinterpret1D(const Value& value, DType dtype);
+
+}  // namespace torch_tpu::ops

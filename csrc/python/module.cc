@@ -1,0 +1,153 @@
+// Python bindings (torch_tpu._C): configuration, device queries, memory stats and metrics.
+#include <ATen/core/Generator.h>
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "aten/generator.h"
+#include "aten/tpu_tensor.h"
+#include "exec/compile_cache.h"
+#include "exec/context.h"
+#include "exec/storage.h"
+
+namespace py = pybind11;
+using namespace torch_tpu;
+
+namespace {
+
+template <typename Body>
+auto Checked(Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::out_of_range& e) {
+    throw py::index_error(e.what());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+py::dict Metrics() {
+  auto& m = exec::GetMetrics();
+  py::dict d;
+  d["compiles"] = m.compiles.load();
+  d["compile_time_s"] = static_cast<double>(m.compile_time_ns.load()) / 1e9;
+  d["memory_cache_hits"] = m.memory_cache_hits.load();
+  d["disk_cache_hits"] = m.disk_cache_hits.load();
+  d["cache_misses"] = m.cache_misses.load();
+  d["executions"] = m.executions.load();
+  d["execute_time_s"] = static_cast<double>(m.execute_time_ns.load()) / 1e9;
+  d["transfers_to_device"] = m.transfers_to_device.load();
+  d["bytes_to_device"] = m.bytes_to_device.load();
+  d["transfers_to_host"] = m.transfers_to_host.load();
+  d["bytes_to_host"] = m.bytes_to_host.load();
+  d["scalar_uploads"] = m.scalar_uploads.load();
+  d["donated_buffers"] = m.donated_buffers.load();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  int64_t fallbacks = 0;
+  py::dict per_op, reasons;
+  for (const auto& [op, count] : m.cpu_fallbacks) {
+    per_op[py::str(op)] = count;
+    fallbacks += count;
+  }
+  for (const auto& [reason, count] : m.sync_reasons) reasons[py::str(reason)] = count;
+  d["cpu_fallbacks"] = fallbacks;
+  d["cpu_fallbacks_per_op"] = per_op;
+  d["sync_reasons"] = reasons;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  aten::RegisterDeviceHooks();
+  exec::SetWarningHandler([](const std::string& message) { TORCH_WARN(message); });
+
+  m.def("_configure", [](std::vector<std::pair<std::string, std::string>> candidates, int num_devices) {
+    std::vector<exec::PluginCandidate> list;
+    for (auto& [label, path] : candidates) list.push_back({label, path});
+    exec::ConfigurePlugins(std::move(list), num_devices);
+  });
+  m.def("_init", [] {
+    Checked([] {
+      exec::GetClient();
+      return 0;
+    });
+  });
+  m.def("_is_available", [] { return exec::IsAvailable(); });
+  m.def("_is_initialized", [] { return exec::IsInitialized(); });
+  m.def("_device_count", [] { return exec::DeviceCount(); });
+  m.def("_current_device", [] { return static_cast<int>(aten::CurrentDeviceIndex()); });
+  m.def("_set_device", [](int index) {
+    aten::CheckDeviceIndex(static_cast<c10::DeviceIndex>(index));
+    aten::SetCurrentDeviceIndex(static_cast<c10::DeviceIndex>(index));
+  });
+  m.def("_synchronize", [] {
+    py::gil_scoped_release release;
+    aten::SynchronizeDevice();
+  });
+  m.def("_platform", [] {
+    return Checked([] {
+      auto& client = exec::GetClient();
+      py::dict d;
+      d["platform"] = client.platform_name();
+      d["platform_version"] = client.platform_version();
+      d["plugin"] = exec::PluginLabel();
+      d["plugin_path"] = client.plugin()->path();
+      d["api_version"] = std::to_string(client.plugin()->major_version()) + "." +
+                         std::to_string(client.plugin()->minor_version());
+      d["header_api_version"] = std::to_string(runtime::Plugin::header_major_version()) + "." +
+                                std::to_string(runtime::Plugin::header_minor_version());
+      std::vector<std::string> kinds;
+      for (const auto& device : client.devices()) kinds.push_back(device.kind());
+      d["devices"] = kinds;
+      d["plugin_identity"] = exec::PluginIdentity();
+      return d;
+    });
+  });
+  m.def("_get_mode", [] { return static_cast<int>(exec::CurrentMode()); });
+  m.def("_set_mode", [](int mode) {
+    if (exec::CurrentMode() == exec::Mode::kDeferAndFuse && mode != 2) aten::SynchronizeDevice();
+    exec::SetMode(static_cast<exec::Mode>(mode));
+  });
+  m.def("_pending_count", [] { return exec::PendingCount(); });
+  m.def("_metrics", &Metrics);
+  m.def("_reset_metrics", [] { exec::GetMetrics().Reset(); });
+  m.def("_memory_stats", [](int device) {
+    auto& s = exec::GetMemoryStats(device);
+    py::dict d;
+    d["allocated_bytes.all.current"] = s.allocated.load();
+    d["allocated_bytes.all.peak"] = s.peak.load();
+    d["allocation.all.allocated"] = s.allocations.load();
+    d["allocation.all.freed"] = s.frees.load();
+    return d;
+  });
+  m.def("_reset_peak_memory_stats", [](int device) {
+    auto& s = exec::GetMemoryStats(device);
+    s.peak.store(s.allocated.load());
+  });
+  m.def("_cache_dir", [] { return exec::CacheDirectory(); });
+  m.def("_clear_memory_cache", [] { exec::ClearMemoryCache(); });
+  m.def("_run_stablehlo", [](const std::string& text, int device) {
+    return Checked([&] {
+      py::gil_scoped_release release;
+      return exec::RunProgramText(text, device).size();
+    });
+  });
+  auto generator = [](int device) {
+    return aten::DefaultGenerator(static_cast<c10::DeviceIndex>(device)).get<aten::TpuGenerator>();
+  };
+  m.def("_manual_seed", [generator](int device, uint64_t seed) { generator(device)->set_current_seed(seed); });
+  m.def("_seed", [generator](int device) { return generator(device)->seed(); });
+  m.def("_initial_seed", [generator](int device) { return generator(device)->current_seed(); });
+  m.def("_get_rng_state", [generator](int device) {
+    auto* g = generator(device);
+    return py::make_tuple(g->current_seed(), g->get_offset());
+  });
+  m.def("_set_rng_state", [generator](int device, uint64_t seed, uint64_t offset) {
+    auto* g = generator(device);
+    g->set_current_seed(seed);
+    g->set_offset(offset);
+  });
+}

@@ -1,0 +1,188 @@
+// PJRT C API wrapper: plugin loading, client, devices, buffers, executables, events.
+// Knows nothing of torch. Every PJRT_Error becomes a PjrtError carrying the plugin's message.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct PJRT_Api;
+struct PJRT_Client;
+struct PJRT_Device;
+struct PJRT_Buffer;
+struct PJRT_Event;
+struct PJRT_LoadedExecutable;
+struct PJRT_Error;
+
+namespace torch_tpu::runtime {
+
+// Mirrors PJRT_Buffer_Type (values are checked against the header in pjrt.cc).
+enum class ElementType : int {
+  kInvalid = 0,
+  kPred = 1,
+  kS8 = 2,
+  kS16 = 3,
+  kS32 = 4,
+  kS64 = 5,
+  kU8 = 6,
+  kU16 = 7,
+  kU32 = 8,
+  kU64 = 9,
+  kF16 = 10,
+  kF32 = 11,
+  kF64 = 12,
+  kBF16 = 13,
+  kC64 = 14,
+  kC128 = 15,
+};
+
+size_t ElementSize(ElementType type);
+
+class PjrtError : public std::runtime_error {
+ public:
+  PjrtError(int code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  int code() const { return code_; }
+  bool is_resource_exhausted() const { return code_ == 8; }
+
+ private:
+  int code_;
+};
+
+// A loaded plugin. Never unloaded: plugins register global state that does not survive dlclose.
+class Plugin {
+ public:
+  // dlopen(path, RTLD_LOCAL), GetPjrtApi, version and struct-size checks, PJRT_Plugin_Initialize.
+  static std::shared_ptr<Plugin> Load(const std::string& path);
+
+  const PJRT_Api* api() const { return api_; }
+  const std::string& path() const { return path_; }
+  int major_version() const { return major_; }
+  int minor_version() const { return minor_; }
+  static int header_major_version();
+  static int header_minor_version();
+  // True when the plugin's PJRT_Api struct is large enough to hold the entry at `offset`.
+  bool HasEntry(size_t offset_of_entry) const;
+  // Throws PjrtError with the plugin's message if `error` is non-null; frees it.
+  void Check(PJRT_Error* error, const char* what) const;
+
+ private:
+  const PJRT_Api* api_ = nullptr;
+  std::string path_;
+  int major_ = 0;
+  int minor_ = 0;
+};
+
+class Event {
+ public:
+  Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event) : plugin_(std::move(plugin)), event_(event) {}
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  // Blocks until ready; throws the event's error, if any.
+  void Await();
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Event* event_;
+};
+
+class Device {
+ public:
+  Device(PJRT_Device* device, int index, std::string kind) : device_(device), index_(index), kind_(std::move(kind)) {}
+  PJRT_Device* raw() const { return device_; }
+  int index() const { return index_; }
+  const std::string& kind() const { return kind_; }
+
+ private:
+  PJRT_Device* device_;
+  int index_;
+  std::string kind_;
+};
+
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  PJRT_Buffer* raw() const { return buffer_; }
+  ElementType element_type() const;
+  std::vector<int64_t> dimensions() const;
+  // Copies the dense row-major contents into dst; blocks until done.
+  void ToHost(void* dst, size_t size) const;
+  // Waits until the buffer's value has been computed; throws the computation's error, if any.
+  void AwaitReady() const;
+  std::shared_ptr<Buffer> CopyToDevice(const Device& device) const;
+  // After donation the plugin owns the memory; the handle is still destroyed normally.
+  void MarkDonated() { donated_ = true; }
+  bool donated() const { return donated_; }
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Buffer* buffer_;
+  bool donated_ = false;
+};
+
+class Executable {
+ public:
+  Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* executable);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  size_t num_outputs() const { return num_outputs_; }
+  // Runs asynchronously on `device`. Inputs not listed in `donated` are never donated.
+  std::vector<std::shared_ptr<Buffer>> Execute(const std::vector<PJRT_Buffer*>& arguments,
+                                               const std::vector<bool>& donated, const Device& device);
+  // Plugin-specific serialized form, for the disk cache.
+  std::string Serialize() const;
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_LoadedExecutable* executable_;
+  size_t num_outputs_ = 0;
+};
+
+struct CompileOptions {
+  int num_replicas = 1;
+  int num_partitions = 1;
+  // Portable executables run on any device chosen at execute time.
+  bool portable = true;
+};
+
+// Hand-encoded xla.CompileOptionsProto; an empty options string aborts the CPU plugin.
+std::string EncodeCompileOptions(const CompileOptions& options);
+
+class Client {
+ public:
+  // `cpu_device_count` <= 0 leaves the plugin's default.
+  static std::shared_ptr<Client> Create(std::shared_ptr<Plugin> plugin, int cpu_device_count);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::shared_ptr<Plugin>& plugin() const { return plugin_; }
+  const std::vector<Device>& devices() const { return devices_; }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+
+  // Copies `data` (dense, row-major) before returning.
+  std::shared_ptr<Buffer> BufferFromHost(const void* data, ElementType type,
+                                         const std::vector<int64_t>& dims, const Device& device);
+  std::shared_ptr<Executable> Compile(const std::string& mlir_text, const CompileOptions& options);
+  std::shared_ptr<Executable> Deserialize(const std::string& serialized);
+
+ private:
+  Client(std::shared_ptr<Plugin> plugin, PJRT_Client* client);
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Client* client_;
+  std::vector<Device> devices_;
+  std::string platform_name_;
+  std::string platform_version_;
+};
+
+}  // namespace torch_tpu::runtime

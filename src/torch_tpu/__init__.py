@@ -1,0 +1,38 @@
+"""torch_tpu: an eager-first PyTorch backend for XLA devices, exposed as the ``tpu`` device.
+
+``import torch_tpu`` registers the device (PrivateUse1 renamed ``tpu``) and ``torch.tpu``.
+It never fails for want of a plugin: ``torch.tpu.is_available()`` is then False and the first
+device use says what was tried.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from torch_tpu import _plugin
+from torch_tpu import _C
+
+__all__ = ["execution_mode", "platform", "metrics", "api", "ExecutionMode"]
+
+_C._configure(_plugin.candidates(), _plugin.num_devices())
+
+if torch._C._get_privateuse1_backend_name() != "tpu":
+    torch.utils.rename_privateuse1_backend("tpu")
+
+from torch_tpu import _device_module as _device_module  # noqa: E402
+
+torch._register_device_module("tpu", _device_module)
+torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+from torch_tpu import api, metrics  # noqa: E402
+from torch_tpu._mode import ExecutionMode, execution_mode  # noqa: E402
+
+
+def platform() -> str:
+    """What backs the tpu device, e.g. ``"cpu (xla-cpu-pjrt, PJRT API 0.81)"``."""
+    info = _C._platform()
+    return f"{info['platform']} ({info['plugin']}, PJRT API {info['api_version']})"
+
+
+def _autoload() -> None:
+    """Entry point for torch's device-backend autoload (``torch.backends`` group)."""

@@ -1,0 +1,62 @@
+"""Shared test helpers: every test compares the tpu result with PyTorch on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_tpu  # noqa: F401  (registers the tpu device)
+
+TPU = torch.device("tpu")
+
+# Tolerances that fit each dtype (elementwise results; reductions may widen them).
+TOLERANCES = {
+    torch.float32: dict(rtol=1.3e-6, atol=1e-5),
+    torch.float64: dict(rtol=1e-7, atol=1e-7),
+    torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+    torch.float16: dict(rtol=1e-3, atol=1e-3),
+}
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, **kwargs) -> None:
+    """Compares a tpu tensor with the CPU reference: dtype, shape and values."""
+    assert actual.device.type == "tpu", f"result is on {actual.device}, expected tpu"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    tolerance = dict(TOLERANCES.get(expected.dtype, dict(rtol=0, atol=0)))
+    tolerance.update(kwargs)
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **tolerance)
+
+
+def make(shape, dtype=torch.float32, low=None, high=None, seed=None) -> torch.Tensor:
+    """Fresh random CPU input of any dtype."""
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    if dtype.is_floating_point:
+        lo = -3.0 if low is None else low
+        hi = 3.0 if high is None else high
+        return (torch.rand(shape, generator=generator, dtype=torch.float32) * (hi - lo) + lo).to(dtype)
+    lo = -20 if low is None else low
+    hi = 20 if high is None else high
+    if dtype == torch.uint8:
+        lo = max(lo, 0)
+    return torch.randint(lo, hi, shape, generator=generator, dtype=dtype)
+
+
+def noncontiguous(t: torch.Tensor) -> torch.Tensor:
+    """The same values as ``t`` through a non-contiguous (transposed, strided) view."""
+    if t.dim() < 2:
+        big = torch.empty(t.numel() * 2, dtype=t.dtype, device=t.device)
+        view = big[::2]
+        view.copy_(t.reshape(-1))
+        return view.view(t.shape) if t.dim() == 1 else view.reshape(t.shape)
+    base = torch.empty(t.shape[:-2] + (t.shape[-1], t.shape[-2] * 2), dtype=t.dtype, device=t.device)
+    view = base[..., ::2].transpose(-1, -2)
+    view.copy_(t)
+    return view
+
+
+@pytest.fixture
+def tpu():
+    return TPU

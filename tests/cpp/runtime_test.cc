@@ -1,0 +1,111 @@
+// Runtime tests: run the CPU plugin directly through the PJRT C API, without torch.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/pjrt.h"
+
+namespace torch_tpu::runtime {
+namespace {
+
+std::shared_ptr<Plugin> LoadTestPlugin() {
+  const char* path = std::getenv("TORCH_TPU_TEST_PLUGIN");
+  if (path == nullptr) throw std::runtime_error("TORCH_TPU_TEST_PLUGIN is not set");
+  static std::shared_ptr<Plugin> plugin = Plugin::Load(path);
+  return plugin;
+}
+
+std::shared_ptr<Client> TestClient() {
+  static std::shared_ptr<Client> client = Client::Create(LoadTestPlugin(), 2);
+  return client;
+}
+
+const char kAddProgram[] = R"(module {
+  func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = "stablehlo.add"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+})";
+
+TEST(Plugin, VersionWithinHeader) {
+  auto plugin = LoadTestPlugin();
+  EXPECT_EQ(plugin->major_version(), Plugin::header_major_version());
+  EXPECT_LE(plugin->minor_version(), Plugin::header_minor_version());
+  EXPECT_FALSE(plugin->HasEntry(1u << 20));
+}
+
+TEST(Plugin, MissingFileIsClearError) {
+  try {
+    Plugin::Load("/nonexistent/libnothing.so");
+    FAIL() << "expected an error";
+  } catch (const PjrtError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/libnothing.so"), std::string::npos);
+  }
+}
+
+TEST(Client, DeviceCountFromOption) {
+  auto client = TestClient();
+  EXPECT_EQ(client->devices().size(), 2u);
+  EXPECT_EQ(client->platform_name(), "cpu");
+}
+
+TEST(Buffer, RoundTrip) {
+  auto client = TestClient();
+  const float host[6] = {1, 2, 3, 4, 5, 6};
+  auto buffer = client->BufferFromHost(host, ElementType::kF32, {2, 3}, client->devices()[1]);
+  EXPECT_EQ(buffer->element_type(), ElementType::kF32);
+  EXPECT_EQ(buffer->dimensions(), (std::vector<int64_t>{2, 3}));
+  float back[6] = {};
+  buffer->ToHost(back, sizeof(back));
+  EXPECT_EQ(std::memcmp(host, back, sizeof(back)), 0);
+  auto copy = buffer->CopyToDevice(client->devices()[0]);
+  float copied[6] = {};
+  copy->ToHost(copied, sizeof(copied));
+  EXPECT_EQ(std::memcmp(host, copied, sizeof(copied)), 0);
+}
+
+TEST(Executable, CompileExecuteSerialize) {
+  auto client = TestClient();
+  auto executable = client->Compile(kAddProgram, CompileOptions{});
+  ASSERT_EQ(executable->num_outputs(), 1u);
+  const float a[4] = {1, 2, 3, 4};
+  const float b[4] = {10, 20, 30, 40};
+  for (const Device& device : client->devices()) {
+    auto x = client->BufferFromHost(a, ElementType::kF32, {4}, device);
+    auto y = client->BufferFromHost(b, ElementType::kF32, {4}, device);
+    auto out = executable->Execute({x->raw(), y->raw()}, {false, false}, device);
+    float result[4] = {};
+    out[0]->ToHost(result, sizeof(result));
+    for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(result[i], a[i] + b[i]);
+  }
+  const std::string bytes = executable->Serialize();
+  ASSERT_FALSE(bytes.empty());
+  auto reloaded = client->Deserialize(bytes);
+  auto x = client->BufferFromHost(a, ElementType::kF32, {4}, client->devices()[0]);
+  auto out = reloaded->Execute({x->raw(), x->raw()}, {false, false}, client->devices()[0]);
+  float result[4] = {};
+  out[0]->ToHost(result, sizeof(result));
+  EXPECT_FLOAT_EQ(result[3], 8.0f);
+}
+
+TEST(Executable, CompileErrorCarriesPluginMessage) {
+  auto client = TestClient();
+  try {
+    client->Compile("module { this is not mlir }", CompileOptions{});
+    FAIL() << "expected an error";
+  } catch (const PjrtError& e) {
+    EXPECT_NE(std::string(e.what()).find("PJRT_Client_Compile"), std::string::npos);
+    EXPECT_GT(std::strlen(e.what()), std::strlen("PJRT_Client_Compile: "));
+  }
+}
+
+TEST(CompileOptions, EncodingIsNonEmptyAndStable) {
+  const std::string encoded = EncodeCompileOptions(CompileOptions{});
+  ASSERT_FALSE(encoded.empty());
+  EXPECT_EQ(static_cast<unsigned char>(encoded[0]), (3u << 3) | 2u);
+  EXPECT_EQ(encoded, EncodeCompileOptions(CompileOptions{}));
+}
+
+}  // namespace
+}  // namespace torch_tpu::runtime
