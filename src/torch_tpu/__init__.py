@@ -32,7 +32,3 @@ def platform() -> str:
     """What backs the tpu device, e.g. ``"cpu (xla-cpu-pjrt, PJRT API 0.81)"``."""
     info = _C._platform()
     return f"{info['platform']} ({info['plugin']}, PJRT API {info['api_version']})"
-
-
-def _autoload() -> None:
-    """Entry point for torch's device-backend autoload (``torch.backends`` group)."""
