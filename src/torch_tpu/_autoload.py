@@ -4,4 +4,11 @@ start from either side without a cycle."""
 
 
 def _autoload() -> None:
-    import torch_tpu  # noqa: F401
+    try:
+        import torch_tpu  # noqa: F401
+    except ImportError as error:
+        # An unbuilt checkout must not break `import torch` for the whole environment;
+        # `import torch_tpu` still raises the real error.
+        import warnings
+
+        warnings.warn(f"torch_tpu is installed but could not be loaded: {error}", stacklevel=2)
