@@ -51,7 +51,8 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return static_cast<c10::DeviceIndex>(exec::DeviceCount());
   }
   // One in-order queue per device: events are complete once recorded work is synchronized.
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void record(void**, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {}
   void block(void*, const c10::Stream&) const override {}
   bool queryEvent(void*) const override { return true; }
   void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
@@ -71,12 +72,16 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
     return at::make_generator<TpuGenerator>(device_index < 0 ? CurrentDeviceIndex() : device_index);
   }
-  at::Device getDeviceFromPtr(void*) const override { return c10::Device(kTpu, CurrentDeviceIndex()); }
+  at::Device getDeviceFromPtr(void*) const override {
+    return c10::Device(kTpu, CurrentDeviceIndex());
+  }
   bool isPinnedPtr(const void*) const override { return false; }
   // Host staging memory: the PJRT CPU client copies from ordinary memory.
   c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return exec::IsInitialized(); }
-  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(exec::DeviceCount()); }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(exec::DeviceCount());
+  }
   void setCurrentDevice(c10::DeviceIndex device) const override {
     CheckDeviceIndex(device);
     SetCurrentDeviceIndex(device);
@@ -87,7 +92,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     setCurrentDevice(device);
     return old;
   }
-  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
+    return exchangeDevice(device);
+  }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     GrowStorage(storage, newsize);
     storage.unsafeGetStorageImpl()->set_nbytes(newsize);
@@ -103,7 +110,8 @@ void SynchronizeDevice() {
 // ---- Generator ----
 
 TpuGenerator::TpuGenerator(c10::DeviceIndex device)
-    : c10::GeneratorImpl(c10::Device(kTpu, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+    : c10::GeneratorImpl(c10::Device(kTpu, device),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
 
 void TpuGenerator::set_current_seed(uint64_t seed) {
   seed_ = seed;
@@ -121,7 +129,8 @@ uint64_t TpuGenerator::seed() {
 // State layout: seed (8 bytes) then offset (8 bytes), as a CPU uint8 tensor.
 void TpuGenerator::set_state(const c10::TensorImpl& new_state) {
   TORCH_CHECK(new_state.numel() == 16 && new_state.dtype() == at::kByte,
-              "tpu RNG state must be a uint8 tensor of 16 bytes, got ", new_state.numel(), " elements");
+              "tpu RNG state must be a uint8 tensor of 16 bytes, got ", new_state.numel(),
+              " elements");
   const auto* bytes = static_cast<const uint8_t*>(new_state.data());
   std::memcpy(&seed_, bytes, 8);
   std::memcpy(&offset_, bytes + 8, 8);

@@ -43,7 +43,8 @@ std::string DTypesOf(const c10::Stack& stack, size_t begin) {
       if (dtypes.find(name) == std::string::npos) dtypes += (dtypes.empty() ? "" : ", ") + name;
     };
     if (stack[i].isTensor()) add(stack[i].toTensor());
-    if (stack[i].isTensorList()) for (const auto& t : stack[i].toTensorList()) add(t);
+    if (stack[i].isTensorList())
+      for (const auto& t : stack[i].toTensorList()) add(t);
   }
   return dtypes.empty() ? "none" : dtypes;
 }
@@ -53,7 +54,8 @@ bool CpuFallbackEnabled() {
   return value != nullptr && std::string(value) == "1";
 }
 
-c10::IValue ToDevice(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& move) {
+c10::IValue ToDevice(const c10::IValue& value,
+                     const std::function<at::Tensor(const at::Tensor&)>& move) {
   if (value.isTensor()) return move(value.toTensor());
   if (value.isTensorList()) {
     c10::List<at::Tensor> list;
@@ -64,7 +66,8 @@ c10::IValue ToDevice(const c10::IValue& value, const std::function<at::Tensor(co
     c10::List<std::optional<at::Tensor>> list;
     for (const auto& t : value.toOptionalTensorList()) {
       std::optional<at::Tensor> item = t;
-      list.push_back(item && item->defined() ? std::optional<at::Tensor>(move(*item)) : std::nullopt);
+      list.push_back(item && item->defined() ? std::optional<at::Tensor>(move(*item))
+                                             : std::nullopt);
     }
     return list;
   }
@@ -79,12 +82,16 @@ void CpuFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     static std::unordered_set<std::string> warned;
     std::lock_guard<std::mutex> lock(mutex);
     if (warned.insert(name).second) {
-      TORCH_WARN("torch_tpu: ", name, " is not implemented for the tpu device; running it on the CPU "
+      TORCH_WARN("torch_tpu: ", name,
+                 " is not implemented for the tpu device; running it on the CPU "
                  "(TORCH_TPU_CPU_FALLBACK=1). This copies its tensors to the host and back.");
     }
   }
   exec::GetMetrics().CountFallback(name);
-  Translate([] { exec::MaterializeAllPending("cpu fallback"); return 0; });
+  Translate([] {
+    exec::MaterializeAllPending("cpu fallback");
+    return 0;
+  });
   const auto& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
   const size_t begin = stack->size() - num_arguments;
@@ -119,7 +126,8 @@ void CpuFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     if (alias != nullptr && alias->isWrite()) {
       for (size_t i = 0; i < num_arguments; ++i) {
         const auto* arg_alias = schema.arguments()[i].alias_info();
-        if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets()) value = originals[i];
+        if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets())
+          value = originals[i];
       }
       continue;
     }
@@ -127,26 +135,29 @@ void CpuFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   }
 }
 
-[[noreturn]] void ReportUnsupported(const c10::OperatorHandle& op, const c10::Stack& stack, size_t begin,
-                                    const std::string& detail) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", QualifiedName(op),
-                              "' is not currently implemented for the tpu device (dtypes: ", DTypesOf(stack, begin),
-                              ")", detail.empty() ? "" : ": " + detail,
-                              ". As a temporary workaround, set the environment variable TORCH_TPU_CPU_FALLBACK=1 "
-                              "to run it on the CPU (it warns once per op and is counted in torch_tpu.metrics).");
+[[noreturn]] void ReportUnsupported(const c10::OperatorHandle& op, const c10::Stack& stack,
+                                    size_t begin, const std::string& detail) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "The operator '", QualifiedName(op),
+      "' is not currently implemented for the tpu device (dtypes: ", DTypesOf(stack, begin), ")",
+      detail.empty() ? "" : ": " + detail,
+      ". As a temporary workaround, set the environment variable TORCH_TPU_CPU_FALLBACK=1 "
+      "to run it on the CPU (it warns once per op and is counted in torch_tpu.metrics).");
 }
 
 at::Tensor ToMeta(const at::Tensor& t) {
   if (!t.defined()) return t;
   if (t.is_cpu() && t.dim() == 0) return t;  // CPU scalars mix with any device, as in PyTorch
   at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  if (t.unsafeGetTensorImpl()->is_wrapped_number()) meta.unsafeGetTensorImpl()->set_wrapped_number(true);
+  if (t.unsafeGetTensorImpl()->is_wrapped_number())
+    meta.unsafeGetTensorImpl()->set_wrapped_number(true);
   return meta;
 }
 
 bool IsType(const c10::TypePtr& type, c10::TypeKind kind) {
   if (type->kind() == kind) return true;
-  if (auto optional = type->cast<c10::OptionalType>()) return optional->getElementType()->kind() == kind;
+  if (auto optional = type->cast<c10::OptionalType>())
+    return optional->getElementType()->kind() == kind;
   return false;
 }
 
@@ -159,17 +170,21 @@ c10::Device OpDevice(const c10::Stack& stack, size_t begin) {
       device = t.device();
       return;
     }
-    TORCH_CHECK(t.device() == *device, "Expected all tensors to be on the same device, but found at least two devices, ",
+    TORCH_CHECK(t.device() == *device,
+                "Expected all tensors to be on the same device, but found at least two devices, ",
                 *device, " and ", t.device(), "!");
   };
   for (size_t i = begin; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
-    if (v.isTensor()) visit(v.toTensor());
-    else if (v.isTensorList()) for (const auto& t : v.toTensorList()) visit(t);
-    else if (v.isOptionalTensorList()) for (const auto& t : v.toOptionalTensorList()) {
-      std::optional<at::Tensor> item = t;
-      if (item) visit(*item);
-    }
+    if (v.isTensor())
+      visit(v.toTensor());
+    else if (v.isTensorList())
+      for (const auto& t : v.toTensorList()) visit(t);
+    else if (v.isOptionalTensorList())
+      for (const auto& t : v.toOptionalTensorList()) {
+        std::optional<at::Tensor> item = t;
+        if (item) visit(*item);
+      }
   }
   return device.value_or(c10::Device(c10::DeviceType::PrivateUse1, CurrentDeviceIndex()));
 }
@@ -185,7 +200,8 @@ void UpdatePromotion(at::native::ResultTypeState& state, const c10::IValue& v) {
   }
 }
 
-ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v, c10::DeviceIndex device) {
+ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
+                         c10::DeviceIndex device) {
   ops::Argument a;
   using Kind = ops::Argument::Kind;
   if (v.isNone()) return a;
@@ -209,7 +225,10 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v, 
   } else if (IsType(schema_arg.type(), c10::TypeKind::GeneratorType) || v.isGenerator()) {
     a.kind = Kind::kOther;
   } else if (v.isScalar()) {
-    a.kind = v.isDouble() ? Kind::kDouble : v.isBool() ? Kind::kBool : v.isInt() ? Kind::kInt : Kind::kScalar;
+    a.kind = v.isDouble() ? Kind::kDouble
+             : v.isBool() ? Kind::kBool
+             : v.isInt()  ? Kind::kInt
+                          : Kind::kScalar;
     a.scalar = ToScalar(v.toScalar());
   } else if (v.isIntList()) {
     a.kind = Kind::kIntList;
@@ -217,9 +236,12 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v, 
   } else if (v.isSymIntList() || v.isList()) {
     a.kind = Kind::kIntList;
     for (const auto& item : v.toListRef()) {
-      if (item.isInt()) a.ints.push_back(item.toInt());
-      else if (item.isSymInt()) a.ints.push_back(item.toSymInt().guard_int(__FILE__, __LINE__));
-      else a.kind = Kind::kOther;
+      if (item.isInt())
+        a.ints.push_back(item.toInt());
+      else if (item.isSymInt())
+        a.ints.push_back(item.toSymInt().guard_int(__FILE__, __LINE__));
+      else
+        a.kind = Kind::kOther;
     }
   } else if (v.isString()) {
     a.kind = Kind::kString;
@@ -232,15 +254,16 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v, 
 }
 
 // Random ops take the device generator's (seed, offset) as the last two arguments.
-void AppendRandomKey(const c10::Stack& args, const c10::FunctionSchema& schema, c10::DeviceIndex device,
-                     ops::LoweringContext& ctx) {
+void AppendRandomKey(const c10::Stack& args, const c10::FunctionSchema& schema,
+                     c10::DeviceIndex device, ops::LoweringContext& ctx) {
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     if (!IsType(schema.arguments()[i].type(), c10::TypeKind::GeneratorType)) continue;
     const c10::IValue& v = args[i];
     at::Generator generator = v.isNone() ? DefaultGenerator(device) : v.toGenerator();
     auto* tpu = generator.get<TpuGenerator>();
     TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1 && tpu != nullptr,
-                "Expected a 'tpu' device type for generator but found '", generator.device().type(), "'");
+                "Expected a 'tpu' device type for generator but found '", generator.device().type(),
+                "'");
     auto [seed, offset] = tpu->NextKey();
     for (uint64_t word : {seed, offset}) {
       ops::Argument a;
@@ -301,9 +324,11 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     if (alias != nullptr && alias->isWrite()) {
       for (size_t i = 0; i < num_arguments; ++i) {
         const auto* arg_alias = schema.arguments()[i].alias_info();
-        if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets()) target = args[i].toTensor();
+        if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets())
+          target = args[i].toTensor();
       }
-      TORCH_INTERNAL_ASSERT(target.defined(), "no argument aliases result ", r, " of ", QualifiedName(op));
+      TORCH_INTERNAL_ASSERT(target.defined(), "no argument aliases result ", r, " of ",
+                            QualifiedName(op));
       if (target.sizes() != m.sizes() || target.strides() != m.strides()) {
         ResizeTpu(target, m.sizes(), m.strides());
       }
@@ -311,7 +336,8 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
       target = EmptyTpu(m.sizes(), m.strides(), m.scalar_type(), device.index());
     }
     targets.push_back(target);
-    ctx.outputs.push_back(ir::TensorType{ToDType(m.scalar_type()), ir::Shape(m.sizes().begin(), m.sizes().end())});
+    ctx.outputs.push_back(
+        ir::TensorType{ToDType(m.scalar_type()), ir::Shape(m.sizes().begin(), m.sizes().end())});
   }
 
   bool any_elements = false;
@@ -337,13 +363,15 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
       // 4. Lower, then write each result through its output's view.
       std::vector<ir::Value> results = lowering(ctx);
-      TORCH_INTERNAL_ASSERT(results.size() == targets.size(), "lowering of ", QualifiedName(op), " returned ",
-                            results.size(), " values for ", targets.size(), " outputs");
+      TORCH_INTERNAL_ASSERT(results.size() == targets.size(), "lowering of ", QualifiedName(op),
+                            " returned ", results.size(), " values for ", targets.size(),
+                            " outputs");
       std::vector<exec::DeviceStorage*> written;
       for (size_t r = 0; r < targets.size(); ++r) {
         if (targets[r].numel() == 0) continue;
-        TORCH_INTERNAL_ASSERT(results[r].shape() == ctx.outputs[r].shape, "lowering of ", QualifiedName(op),
-                              " produced shape ", c10::IntArrayRef(results[r].shape()), ", expected ",
+        TORCH_INTERNAL_ASSERT(results[r].shape() == ctx.outputs[r].shape, "lowering of ",
+                              QualifiedName(op), " produced shape ",
+                              c10::IntArrayRef(results[r].shape()), ", expected ",
                               targets[r].sizes());
         WriteTensor(targets[r], results[r]);
         written.push_back(StorageOf(targets[r]));

@@ -22,9 +22,9 @@ c10::DeviceIndex DeviceIndexOf(std::optional<c10::Device> device) {
   return device->index();
 }
 
-at::Tensor Empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
-                 std::optional<c10::Device> device, std::optional<bool> pin_memory,
-                 std::optional<c10::MemoryFormat> memory_format) {
+at::Tensor Empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                 std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                 std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   const auto type = dtype.value_or(c10::get_default_dtype_as_scalartype());
   TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   at::Tensor result = EmptyTpuContiguous(size, type, DeviceIndexOf(device));
@@ -35,16 +35,19 @@ at::Tensor Empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std
   return result;
 }
 
-at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-                        std::optional<c10::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
-  return EmptyTpu(size, stride, dtype.value_or(c10::get_default_dtype_as_scalartype()), DeviceIndexOf(device));
+at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                        std::optional<at::ScalarType> dtype, std::optional<c10::Layout>,
+                        std::optional<c10::Device> device, std::optional<bool>) {
+  return EmptyTpu(size, stride, dtype.value_or(c10::get_default_dtype_as_scalartype()),
+                  DeviceIndexOf(device));
 }
 
 const at::Tensor& Resize(const at::Tensor& self, c10::SymIntArrayRef size,
                          std::optional<c10::MemoryFormat> memory_format) {
   std::vector<int64_t> sizes;
   for (const auto& s : size) sizes.push_back(s.guard_int(__FILE__, __LINE__));
-  for (int64_t s : sizes) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", sizes);
+  for (int64_t s : sizes)
+    TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", sizes);
   ResizeTpu(self, sizes, std::nullopt);
   if (memory_format && *memory_format != c10::MemoryFormat::Preserve) {
     self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
@@ -52,8 +55,8 @@ const at::Tensor& Resize(const at::Tensor& self, c10::SymIntArrayRef size,
   return self;
 }
 
-at::Tensor& SetStorage(at::Tensor& self, c10::Storage source, c10::SymInt offset, c10::SymIntArrayRef size,
-                       c10::SymIntArrayRef stride) {
+at::Tensor& SetStorage(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                       c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
   std::vector<int64_t> sizes, strides;
   for (const auto& s : size) sizes.push_back(s.guard_int(__FILE__, __LINE__));
   for (const auto& s : stride) strides.push_back(s.guard_int(__FILE__, __LINE__));
@@ -120,14 +123,17 @@ c10::Scalar LocalScalarDense(const at::Tensor& self) {
 }
 
 bool Equal(const at::Tensor& self, const at::Tensor& other) {
-  TORCH_CHECK(self.device() == other.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+  TORCH_CHECK(self.device() == other.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ",
               self.device(), " and ", other.device(), "!");
   if (self.sizes() != other.sizes()) return false;
   if (self.numel() == 0) return true;
   return at::eq(self, other).all().item().toBool();
 }
 
-at::Tensor View(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+at::Tensor View(const at::Tensor& self, c10::IntArrayRef size) {
+  return at::native::view(self, size);
+}
 
 }  // namespace
 

@@ -5,8 +5,8 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <c10/util/Half.h>
 #include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 
 #include <atomic>
 #include <cstring>
@@ -60,9 +60,11 @@ exec::DeviceStorage* StorageOf(const at::Tensor& tensor) { return StorageOf(tens
 
 void CheckDeviceIndex(c10::DeviceIndex index) {
   const int count = Translate([] { return static_cast<int>(exec::GetClient().devices().size()); });
-  TORCH_CHECK(index >= 0 && index < count, "Invalid device index tpu:", static_cast<int>(index), ": there ",
+  TORCH_CHECK(index >= 0 && index < count, "Invalid device index tpu:", static_cast<int>(index),
+              ": there ",
               count == 1 ? "is 1 tpu device" : "are " + std::to_string(count) + " tpu devices",
-              " (tpu:0 .. tpu:", count - 1, "). Set TORCH_TPU_NUM_DEVICES to change the number of CPU devices.");
+              " (tpu:0 .. tpu:", count - 1,
+              "). Set TORCH_TPU_NUM_DEVICES to change the number of CPU devices.");
 }
 
 c10::DeviceIndex CurrentDeviceIndex() { return g_current_device; }
@@ -70,8 +72,16 @@ void SetCurrentDeviceIndex(c10::DeviceIndex index) { g_current_device = index; }
 
 bool IsSupportedDType(at::ScalarType type) {
   switch (type) {
-    case at::kBool: case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong:
-    case at::kHalf: case at::kBFloat16: case at::kFloat: case at::kDouble:
+    case at::kBool:
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kFloat:
+    case at::kDouble:
       return true;
     default:
       return false;
@@ -80,18 +90,29 @@ bool IsSupportedDType(at::ScalarType type) {
 
 ir::DType ToDType(at::ScalarType type) {
   switch (type) {
-    case at::kBool: return ir::DType::kBool;
-    case at::kByte: return ir::DType::kU8;
-    case at::kChar: return ir::DType::kS8;
-    case at::kShort: return ir::DType::kS16;
-    case at::kInt: return ir::DType::kS32;
-    case at::kLong: return ir::DType::kS64;
-    case at::kHalf: return ir::DType::kF16;
-    case at::kBFloat16: return ir::DType::kBF16;
-    case at::kFloat: return ir::DType::kF32;
-    case at::kDouble: return ir::DType::kF64;
+    case at::kBool:
+      return ir::DType::kBool;
+    case at::kByte:
+      return ir::DType::kU8;
+    case at::kChar:
+      return ir::DType::kS8;
+    case at::kShort:
+      return ir::DType::kS16;
+    case at::kInt:
+      return ir::DType::kS32;
+    case at::kLong:
+      return ir::DType::kS64;
+    case at::kHalf:
+      return ir::DType::kF16;
+    case at::kBFloat16:
+      return ir::DType::kBF16;
+    case at::kFloat:
+      return ir::DType::kF32;
+    case at::kDouble:
+      return ir::DType::kF64;
     default:
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu does not support dtype ", type, " on the tpu device");
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu does not support dtype ", type,
+                                  " on the tpu device");
   }
 }
 
@@ -120,35 +141,59 @@ ir::Value ScalarParameter(const ops::Scalar& scalar, ir::DType dtype) {
   auto store = [&](auto v) { std::memcpy(host.bytes, &v, sizeof(v)); };
   const bool is_float = scalar.kind == ops::Scalar::Kind::kFloat;
   switch (dtype) {
-    case ir::DType::kBool: host.bytes[0] = is_float ? scalar.f != 0 : scalar.i != 0; break;
-    case ir::DType::kS8: store(static_cast<int8_t>(scalar.ToInt())); break;
-    case ir::DType::kS16: store(static_cast<int16_t>(scalar.ToInt())); break;
-    case ir::DType::kS32: store(static_cast<int32_t>(scalar.ToInt())); break;
-    case ir::DType::kS64: store(static_cast<int64_t>(scalar.ToInt())); break;
-    case ir::DType::kU8: store(static_cast<uint8_t>(scalar.ToInt())); break;
-    case ir::DType::kU16: store(static_cast<uint16_t>(scalar.ToInt())); break;
-    case ir::DType::kU32: store(static_cast<uint32_t>(scalar.ToInt())); break;
-    case ir::DType::kU64: store(static_cast<uint64_t>(scalar.ToInt())); break;
-    case ir::DType::kF16: store(c10::Half(static_cast<float>(scalar.ToDouble())).x); break;
-    case ir::DType::kBF16: store(c10::BFloat16(static_cast<float>(scalar.ToDouble())).x); break;
-    case ir::DType::kF32: store(static_cast<float>(scalar.ToDouble())); break;
-    case ir::DType::kF64: store(scalar.ToDouble()); break;
+    case ir::DType::kBool:
+      host.bytes[0] = is_float ? scalar.f != 0 : scalar.i != 0;
+      break;
+    case ir::DType::kS8:
+      store(static_cast<int8_t>(scalar.ToInt()));
+      break;
+    case ir::DType::kS16:
+      store(static_cast<int16_t>(scalar.ToInt()));
+      break;
+    case ir::DType::kS32:
+      store(static_cast<int32_t>(scalar.ToInt()));
+      break;
+    case ir::DType::kS64:
+      store(static_cast<int64_t>(scalar.ToInt()));
+      break;
+    case ir::DType::kU8:
+      store(static_cast<uint8_t>(scalar.ToInt()));
+      break;
+    case ir::DType::kU16:
+      store(static_cast<uint16_t>(scalar.ToInt()));
+      break;
+    case ir::DType::kU32:
+      store(static_cast<uint32_t>(scalar.ToInt()));
+      break;
+    case ir::DType::kU64:
+      store(static_cast<uint64_t>(scalar.ToInt()));
+      break;
+    case ir::DType::kF16:
+      store(c10::Half(static_cast<float>(scalar.ToDouble())).x);
+      break;
+    case ir::DType::kBF16:
+      store(c10::BFloat16(static_cast<float>(scalar.ToDouble())).x);
+      break;
+    case ir::DType::kF32:
+      store(static_cast<float>(scalar.ToDouble()));
+      break;
+    case ir::DType::kF64:
+      store(scalar.ToDouble());
+      break;
   }
   return ir::MakeScalarParameter(host);
 }
 
 namespace {
 
-ops::Scalar CpuScalarValue(const at::Tensor& tensor) {
-  return ToScalar(tensor.item());
-}
+ops::Scalar CpuScalarValue(const at::Tensor& tensor) { return ToScalar(tensor.item()); }
 
 }  // namespace
 
 ir::Value ReadTensor(const at::Tensor& tensor) {
   if (!tensor.is_privateuseone()) {
-    TORCH_CHECK(tensor.dim() == 0 && tensor.is_cpu(), "torch_tpu: expected a tpu tensor or a 0-d CPU tensor, got ",
-                tensor.device());
+    TORCH_CHECK(tensor.dim() == 0 && tensor.is_cpu(),
+                "torch_tpu: expected a tpu tensor or a 0-d CPU tensor, got ", tensor.device());
     return ScalarParameter(CpuScalarValue(tensor), ToDType(tensor.scalar_type()));
   }
   const ir::DType dtype = ToDType(tensor.scalar_type());
@@ -220,7 +265,8 @@ at::Tensor EmptyTpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::Scalar
   return result;
 }
 
-at::Tensor EmptyTpuContiguous(c10::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device) {
+at::Tensor EmptyTpuContiguous(c10::IntArrayRef sizes, at::ScalarType dtype,
+                              c10::DeviceIndex device) {
   std::vector<int64_t> strides(sizes.size(), 1);
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 2; i >= 0; --i) {
     strides[i] = strides[i + 1] * std::max<int64_t>(sizes[i + 1], 1);
@@ -248,7 +294,8 @@ void GrowStorage(const c10::Storage& storage, size_t nbytes) {
   storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
 }
 
-void ResizeTpu(const at::Tensor& tensor, c10::IntArrayRef sizes, std::optional<c10::IntArrayRef> strides) {
+void ResizeTpu(const at::Tensor& tensor, c10::IntArrayRef sizes,
+               std::optional<c10::IntArrayRef> strides) {
   auto* impl = tensor.unsafeGetTensorImpl();
   if (strides) {
     impl->set_sizes_and_strides(sizes, *strides);
@@ -256,8 +303,8 @@ void ResizeTpu(const at::Tensor& tensor, c10::IntArrayRef sizes, std::optional<c
     impl->set_sizes_contiguous(sizes);
   }
   if (tensor.numel() == 0) return;
-  const size_t needed = at::detail::computeStorageNbytes(tensor.sizes(), tensor.strides(), tensor.itemsize(),
-                                                         tensor.storage_offset());
+  const size_t needed = at::detail::computeStorageNbytes(
+      tensor.sizes(), tensor.strides(), tensor.itemsize(), tensor.storage_offset());
   GrowStorage(tensor.storage(), needed);
 }
 
@@ -267,9 +314,9 @@ bool IsWholeContiguousStorage(const at::Tensor& tensor) {
   exec::DeviceStorage* storage = StorageOf(tensor);
   const ir::DType dtype = ToDType(tensor.scalar_type());
   return (!storage->initialized() || storage->element_type() == dtype) &&
-         ops::CoversWholeStorage(storage->elements(dtype),
-                                 ir::Shape(tensor.sizes().begin(), tensor.sizes().end()),
-                                 std::vector<int64_t>(tensor.strides().begin(), tensor.strides().end())) &&
+         ops::CoversWholeStorage(
+             storage->elements(dtype), ir::Shape(tensor.sizes().begin(), tensor.sizes().end()),
+             std::vector<int64_t>(tensor.strides().begin(), tensor.strides().end())) &&
          storage->nbytes() == static_cast<size_t>(tensor.numel()) * tensor.itemsize();
 }
 
@@ -292,7 +339,8 @@ void CopyHostToTpu(const at::Tensor& dst, const at::Tensor& src) {
       storage->SetBuffer(std::move(buffer), dtype);
       return;
     }
-    auto buffer = exec::GetClient().BufferFromHost(host.data_ptr(), exec::ToElementType(dtype), dims, device);
+    auto buffer =
+        exec::GetClient().BufferFromHost(host.data_ptr(), exec::ToElementType(dtype), dims, device);
     WriteTensor(dst, ir::MakeBufferParameter(buffer, ir::TensorType{dtype, dims}));
     FinishWrites({storage});
   });
@@ -326,7 +374,8 @@ void CopyTpuToTpu(const at::Tensor& dst, const at::Tensor& src) {
     }
     exec::DeviceStorage* from = StorageOf(compact);
     SyncForHostRead(from);
-    source = EmptyTpu(compact.sizes(), compact.strides(), compact.scalar_type(), dst.device().index());
+    source =
+        EmptyTpu(compact.sizes(), compact.strides(), compact.scalar_type(), dst.device().index());
     Translate([&] {
       auto copied = from->buffer()->CopyToDevice(exec::GetDevice(dst.device().index()));
       StorageOf(source)->SetBuffer(std::move(copied), from->element_type());
@@ -342,7 +391,8 @@ void RethrowTranslated() {
   try {
     throw;
   } catch (const runtime::PjrtError& e) {
-    if (e.is_resource_exhausted()) TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", e.what());
+    if (e.is_resource_exhausted())
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", e.what());
     TORCH_CHECK(false, e.what());
   } catch (const ops::UnsupportedError& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());

@@ -37,10 +37,12 @@ void SyncForHostRead(exec::DeviceStorage* storage);
 
 at::Tensor EmptyTpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype,
                     c10::DeviceIndex device);
-at::Tensor EmptyTpuContiguous(c10::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device);
+at::Tensor EmptyTpuContiguous(c10::IntArrayRef sizes, at::ScalarType dtype,
+                              c10::DeviceIndex device);
 // Grows the storage to `nbytes`, keeping its contents.
 void GrowStorage(const c10::Storage& storage, size_t nbytes);
-void ResizeTpu(const at::Tensor& tensor, c10::IntArrayRef sizes, std::optional<c10::IntArrayRef> strides);
+void ResizeTpu(const at::Tensor& tensor, c10::IntArrayRef sizes,
+               std::optional<c10::IntArrayRef> strides);
 
 void CopyHostToTpu(const at::Tensor& dst, const at::Tensor& src);
 void CopyTpuToHost(const at::Tensor& dst, const at::Tensor& src);

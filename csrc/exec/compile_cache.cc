@@ -86,7 +86,8 @@ bool DecodeEntry(const std::string& entry, std::string& payload) {
 }
 
 fs::path EntryPath(const ir::Signature& signature) {
-  return fs::path(CacheDirectory()) / "executables" / PluginIdentity() / (signature.ToHex() + ".bin");
+  return fs::path(CacheDirectory()) / "executables" / PluginIdentity() /
+         (signature.ToHex() + ".bin");
 }
 
 bool DiskCacheEnabled() {
@@ -109,11 +110,12 @@ std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signatur
           metrics.disk_cache_hits++;
           return executable;
         } catch (const std::exception& e) {
-          Warn("torch_tpu: compile cache entry " + path.string() + " could not be loaded (" + e.what() +
-               "); recompiling");
+          Warn("torch_tpu: compile cache entry " + path.string() + " could not be loaded (" +
+               e.what() + "); recompiling");
         }
       } else {
-        Warn("torch_tpu: compile cache entry " + path.string() + " is corrupt; recompiling and replacing it");
+        Warn("torch_tpu: compile cache entry " + path.string() +
+             " is corrupt; recompiling and replacing it");
       }
     }
   }
@@ -125,18 +127,20 @@ std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signatur
     executable = client.Compile(text, runtime::CompileOptions{});
   } catch (const runtime::PjrtError& e) {
     const std::string dump = DumpProgram(signature, text);
-    throw runtime::PjrtError(e.code(), std::string(e.what()) + "\nThe StableHLO program was written to " + dump);
+    throw runtime::PjrtError(
+        e.code(), std::string(e.what()) + "\nThe StableHLO program was written to " + dump);
   }
-  metrics.compile_time_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
+  metrics.compile_time_ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   metrics.compiles++;
   if (!path.empty()) {
     try {
       std::string bytes = executable->Serialize();
       if (!bytes.empty()) AtomicWrite(path, EncodeEntry(bytes));
     } catch (const std::exception& e) {
-      Warn(std::string("torch_tpu: could not serialize an executable for the disk cache: ") + e.what());
+      Warn(std::string("torch_tpu: could not serialize an executable for the disk cache: ") +
+           e.what());
     }
   }
   return executable;
@@ -144,7 +148,7 @@ std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signatur
 
 // A fast 128-bit hash of the plugin file, remembered per (path, size, mtime).
 std::string HashPluginFile(const std::string& plugin_path) {
-  struct stat info {};
+  struct stat info{};
   if (::stat(plugin_path.c_str(), &info) != 0) return "unknown";
   ir::Hasher key;
   key.Add(plugin_path);
@@ -172,8 +176,9 @@ std::string PluginIdentity() {
   static std::string identity;
   std::call_once(once, [] {
     const auto& plugin = *GetClient().plugin();
-    identity = HashPluginFile(plugin.path()).substr(0, 16) + "-v" + std::to_string(plugin.major_version()) +
-               "." + std::to_string(plugin.minor_version());
+    identity = HashPluginFile(plugin.path()).substr(0, 16) + "-v" +
+               std::to_string(plugin.major_version()) + "." +
+               std::to_string(plugin.minor_version());
   });
   return identity;
 }

@@ -77,7 +77,8 @@ runtime::Client& GetClient() {
           (tried.empty() ? std::string("\n  (no candidates: xla-cpu-pjrt is not installed and "
                                        "TORCH_TPU_PJRT_PLUGIN is not set)")
                          : tried) +
-          "\nFix: `pip install xla-cpu-pjrt` for the CPU device, install libtpu on a TPU VM, or set "
+          "\nFix: `pip install xla-cpu-pjrt` for the CPU device, install libtpu on a TPU VM, or "
+          "set "
           "TORCH_TPU_PJRT_PLUGIN to the path of a PJRT plugin (.so).";
     }
   }
@@ -135,9 +136,10 @@ void Metrics::CountSync(const std::string& reason) {
 }
 
 void Metrics::Reset() {
-  for (auto* counter : {&compiles, &compile_time_ns, &memory_cache_hits, &disk_cache_hits, &cache_misses,
-                        &executions, &execute_time_ns, &transfers_to_device, &bytes_to_device,
-                        &transfers_to_host, &bytes_to_host, &scalar_uploads, &donated_buffers}) {
+  for (auto* counter :
+       {&compiles, &compile_time_ns, &memory_cache_hits, &disk_cache_hits, &cache_misses,
+        &executions, &execute_time_ns, &transfers_to_device, &bytes_to_device, &transfers_to_host,
+        &bytes_to_host, &scalar_uploads, &donated_buffers}) {
     counter->store(0);
   }
   std::lock_guard<std::mutex> lock(mutex);

@@ -14,19 +14,32 @@ namespace torch_tpu::exec {
 runtime::ElementType ToElementType(ir::DType dtype) {
   using E = runtime::ElementType;
   switch (dtype) {
-    case ir::DType::kBool: return E::kPred;
-    case ir::DType::kS8: return E::kS8;
-    case ir::DType::kS16: return E::kS16;
-    case ir::DType::kS32: return E::kS32;
-    case ir::DType::kS64: return E::kS64;
-    case ir::DType::kU8: return E::kU8;
-    case ir::DType::kU16: return E::kU16;
-    case ir::DType::kU32: return E::kU32;
-    case ir::DType::kU64: return E::kU64;
-    case ir::DType::kF16: return E::kF16;
-    case ir::DType::kBF16: return E::kBF16;
-    case ir::DType::kF32: return E::kF32;
-    case ir::DType::kF64: return E::kF64;
+    case ir::DType::kBool:
+      return E::kPred;
+    case ir::DType::kS8:
+      return E::kS8;
+    case ir::DType::kS16:
+      return E::kS16;
+    case ir::DType::kS32:
+      return E::kS32;
+    case ir::DType::kS64:
+      return E::kS64;
+    case ir::DType::kU8:
+      return E::kU8;
+    case ir::DType::kU16:
+      return E::kU16;
+    case ir::DType::kU32:
+      return E::kU32;
+    case ir::DType::kU64:
+      return E::kU64;
+    case ir::DType::kF16:
+      return E::kF16;
+    case ir::DType::kBF16:
+      return E::kBF16;
+    case ir::DType::kF32:
+      return E::kF32;
+    case ir::DType::kF64:
+      return E::kF64;
   }
   return E::kInvalid;
 }
@@ -64,7 +77,8 @@ ir::Value DeviceStorage::Read(ir::DType reader_dtype) {
     return ir::Full(0, ir::TensorType{reader_dtype, {elements(reader_dtype)}});
   }
   if (!parameter_) {
-    parameter_ = ir::MakeBufferParameter(buffer_, ir::TensorType{element_type_, {elements(element_type_)}});
+    parameter_ =
+        ir::MakeBufferParameter(buffer_, ir::TensorType{element_type_, {elements(element_type_)}});
   }
   return parameter_;
 }
@@ -94,7 +108,8 @@ void DeviceStorage::SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType
 
 namespace {
 
-std::shared_ptr<runtime::Buffer> UploadScalar(const ir::HostScalar& scalar, const runtime::Device& device) {
+std::shared_ptr<runtime::Buffer> UploadScalar(const ir::HostScalar& scalar,
+                                              const runtime::Device& device) {
   GetMetrics().scalar_uploads++;
   return GetClient().BufferFromHost(scalar.bytes, ToElementType(scalar.dtype), {}, device);
 }
@@ -155,13 +170,15 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
     outputs = executable->Execute(arguments, donated, device);
   } catch (const runtime::PjrtError& e) {
     const std::string dump = DumpProgram(signature, ir::PrintProgram(program));
-    throw runtime::PjrtError(e.code(), std::string(e.what()) + "\nThe StableHLO program was written to " + dump);
+    throw runtime::PjrtError(
+        e.code(), std::string(e.what()) + "\nThe StableHLO program was written to " + dump);
   }
   Metrics& metrics = GetMetrics();
   metrics.executions++;
   for (size_t p = 0; p < donated.size(); ++p) {
     if (!donated[p]) continue;
-    const_cast<runtime::Buffer*>(static_cast<const runtime::Buffer*>(program.parameters[p]->buffer.get()))
+    const_cast<runtime::Buffer*>(
+        static_cast<const runtime::Buffer*>(program.parameters[p]->buffer.get()))
         ->MarkDonated();
     metrics.donated_buffers++;
   }
@@ -178,9 +195,9 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
       }
     }
   }
-  metrics.execute_time_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
+  metrics.execute_time_ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 void RegisterPending(DeviceStorage* storage) {

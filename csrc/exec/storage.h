@@ -24,7 +24,9 @@ class DeviceStorage {
   int device() const { return device_; }
   bool initialized() const { return has_type_; }
   ir::DType element_type() const { return element_type_; }
-  int64_t elements(ir::DType dtype) const { return static_cast<int64_t>(nbytes_ / ir::ByteSize(dtype)); }
+  int64_t elements(ir::DType dtype) const {
+    return static_cast<int64_t>(nbytes_ / ir::ByteSize(dtype));
+  }
   bool pending() const { return static_cast<bool>(pending_); }
 
   // The storage's 1-D value for use inside a program; never null.

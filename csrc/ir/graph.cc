@@ -17,7 +17,7 @@ struct DTypeInfo {
 
 const DTypeInfo& Info(DType dtype) {
   static const DTypeInfo kInfo[] = {
-      {"i1", 1}, {"i8", 1},  {"i16", 2},  {"i32", 4},  {"i64", 8},  {"ui8", 1}, {"ui16", 2},
+      {"i1", 1},   {"i8", 1},   {"i16", 2}, {"i32", 4},  {"i64", 8}, {"ui8", 1}, {"ui16", 2},
       {"ui32", 4}, {"ui64", 8}, {"f16", 2}, {"bf16", 2}, {"f32", 4}, {"f64", 8},
   };
   return kInfo[static_cast<int>(dtype)];
@@ -28,13 +28,16 @@ const DTypeInfo& Info(DType dtype) {
 const char* MlirTypeName(DType dtype) { return Info(dtype).mlir; }
 size_t ByteSize(DType dtype) { return Info(dtype).bytes; }
 bool IsFloating(DType dtype) {
-  return dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kF32 || dtype == DType::kF64;
+  return dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kF32 ||
+         dtype == DType::kF64;
 }
 bool IsSignedInteger(DType dtype) {
-  return dtype == DType::kS8 || dtype == DType::kS16 || dtype == DType::kS32 || dtype == DType::kS64;
+  return dtype == DType::kS8 || dtype == DType::kS16 || dtype == DType::kS32 ||
+         dtype == DType::kS64;
 }
 bool IsUnsignedInteger(DType dtype) {
-  return dtype == DType::kU8 || dtype == DType::kU16 || dtype == DType::kU32 || dtype == DType::kU64;
+  return dtype == DType::kU8 || dtype == DType::kU16 || dtype == DType::kU32 ||
+         dtype == DType::kU64;
 }
 
 int64_t NumElements(const Shape& shape) {
@@ -65,7 +68,8 @@ std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operand
   node->attributes = std::move(attributes);
   node->regions = std::move(regions);
   std::vector<Value> values;
-  for (size_t i = 0; i < node->results.size(); ++i) values.push_back(Value{node, static_cast<int>(i)});
+  for (size_t i = 0; i < node->results.size(); ++i)
+    values.push_back(Value{node, static_cast<int>(i)});
   return values;
 }
 
@@ -111,13 +115,15 @@ namespace {
 
 std::string HexBits(uint64_t bits, int hex_digits) {
   char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "0x%0*llX", hex_digits, static_cast<unsigned long long>(bits));
+  std::snprintf(buffer, sizeof(buffer), "0x%0*llX", hex_digits,
+                static_cast<unsigned long long>(bits));
   return buffer;
 }
 
 Value SplatConstant(const std::string& literal, DType dtype) {
   TensorType type{dtype, {}};
-  return MakeOp("stablehlo.constant", {}, type, "value = dense<" + literal + "> : " + type.ToMlir());
+  return MakeOp("stablehlo.constant", {}, type,
+                "value = dense<" + literal + "> : " + type.ToMlir());
 }
 
 }  // namespace
@@ -140,7 +146,8 @@ Value ScalarConstant(double value, DType dtype) {
     case DType::kF16:
     case DType::kBF16:
       // Rounded by the compiler's own (round-to-nearest-even) conversion.
-      return MakeOp("stablehlo.convert", {ScalarConstant(value, DType::kF32)}, TensorType{dtype, {}});
+      return MakeOp("stablehlo.convert", {ScalarConstant(value, DType::kF32)},
+                    TensorType{dtype, {}});
     default:
       return IntegerConstant(static_cast<int64_t>(value), dtype);
   }
@@ -165,15 +172,24 @@ Value HostScalarConstant(const HostScalar& scalar) {
     return v;
   };
   switch (scalar.dtype) {
-    case DType::kBool: return IntegerConstant(scalar.bytes[0] != 0, DType::kBool);
-    case DType::kS8: return IntegerConstant(read(int8_t{}), scalar.dtype);
-    case DType::kS16: return IntegerConstant(read(int16_t{}), scalar.dtype);
-    case DType::kS32: return IntegerConstant(read(int32_t{}), scalar.dtype);
-    case DType::kS64: return IntegerConstant(read(int64_t{}), scalar.dtype);
-    case DType::kU8: return IntegerConstant(read(uint8_t{}), scalar.dtype);
-    case DType::kF32: return ScalarConstant(read(float{}), scalar.dtype);
-    case DType::kF64: return ScalarConstant(read(double{}), scalar.dtype);
-    default: return MakeScalarParameter(scalar);
+    case DType::kBool:
+      return IntegerConstant(scalar.bytes[0] != 0, DType::kBool);
+    case DType::kS8:
+      return IntegerConstant(read(int8_t{}), scalar.dtype);
+    case DType::kS16:
+      return IntegerConstant(read(int16_t{}), scalar.dtype);
+    case DType::kS32:
+      return IntegerConstant(read(int32_t{}), scalar.dtype);
+    case DType::kS64:
+      return IntegerConstant(read(int64_t{}), scalar.dtype);
+    case DType::kU8:
+      return IntegerConstant(read(uint8_t{}), scalar.dtype);
+    case DType::kF32:
+      return ScalarConstant(read(float{}), scalar.dtype);
+    case DType::kF64:
+      return ScalarConstant(read(double{}), scalar.dtype);
+    default:
+      return MakeScalarParameter(scalar);
   }
 }
 
@@ -334,7 +350,8 @@ namespace {
 class Printer {
  public:
   std::string Print(const Program& program) {
-    out_ << "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+    out_ << "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : "
+            "i32} {\n";
     out_ << "  func.func public @main(";
     for (size_t i = 0; i < program.parameters.size(); ++i) {
       const Node* parameter = program.parameters[i];

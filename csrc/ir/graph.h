@@ -9,7 +9,21 @@
 
 namespace torch_tpu::ir {
 
-enum class DType : uint8_t { kBool, kS8, kS16, kS32, kS64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64 };
+enum class DType : uint8_t {
+  kBool,
+  kS8,
+  kS16,
+  kS32,
+  kS64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64
+};
 
 const char* MlirTypeName(DType dtype);
 size_t ByteSize(DType dtype);
@@ -24,7 +38,9 @@ int64_t NumElements(const Shape& shape);
 struct TensorType {
   DType dtype = DType::kF32;
   Shape shape;
-  bool operator==(const TensorType& other) const { return dtype == other.dtype && shape == other.shape; }
+  bool operator==(const TensorType& other) const {
+    return dtype == other.dtype && shape == other.shape;
+  }
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   std::string ToMlir() const;  // "tensor<2x3xf32>"
 };
@@ -49,7 +65,7 @@ struct HostScalar {
 };
 
 enum class NodeKind : uint8_t {
-  kOp,              // a StableHLO op
+  kOp,               // a StableHLO op
   kBufferParameter,  // a device buffer bound at execution (opaque handle)
   kScalarParameter,  // a host scalar uploaded at execution
   kRegionArgument,   // an argument of the enclosing region's block

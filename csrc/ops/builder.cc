@@ -21,7 +21,8 @@ Value Reshape(const Value& value, const Shape& shape) {
 
 Value Transpose(const Value& value, const std::vector<int64_t>& permutation) {
   bool identity = true;
-  for (size_t i = 0; i < permutation.size(); ++i) identity &= permutation[i] == static_cast<int64_t>(i);
+  for (size_t i = 0; i < permutation.size(); ++i)
+    identity &= permutation[i] == static_cast<int64_t>(i);
   if (identity) return value;
   Shape shape;
   for (int64_t p : permutation) shape.push_back(value.shape().at(p));
@@ -68,8 +69,8 @@ Shape BroadcastShapes(const Shape& a, const Shape& b) {
   return out;
 }
 
-Value Slice(const Value& value, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
-            const std::vector<int64_t>& strides) {
+Value Slice(const Value& value, const std::vector<int64_t>& start,
+            const std::vector<int64_t>& limit, const std::vector<int64_t>& strides) {
   Shape shape;
   bool identity = true;
   for (size_t i = 0; i < start.size(); ++i) {
@@ -113,7 +114,8 @@ Value Concatenate(const std::vector<Value>& values, int64_t axis) {
 }
 
 Value Iota(const TensorType& type, int64_t dimension) {
-  return ir::MakeOp("stablehlo.iota", {}, type, "iota_dimension = " + std::to_string(dimension) + " : i64");
+  return ir::MakeOp("stablehlo.iota", {}, type,
+                    "iota_dimension = " + std::to_string(dimension) + " : i64");
 }
 
 Value Unary(const std::string& op, const Value& x) { return ir::MakeOp(op, {x}, x.type()); }
@@ -137,7 +139,7 @@ Value Min(const Value& a, const Value& b) { return Binary("stablehlo.minimum", a
 
 Value Compare(const Value& a, const Value& b, const std::string& direction) {
   if (a.dtype() != b.dtype()) throw std::logic_error("Compare: operand dtypes differ");
-  const char* type = ir::IsFloating(a.dtype())         ? "FLOAT"
+  const char* type = ir::IsFloating(a.dtype())        ? "FLOAT"
                      : ir::IsSignedInteger(a.dtype()) ? "SIGNED"
                                                       : "UNSIGNED";
   Shape shape = BroadcastShapes(a.shape(), b.shape());
@@ -148,17 +150,21 @@ Value Compare(const Value& a, const Value& b, const std::string& direction) {
 }
 
 Value Select(const Value& predicate, const Value& on_true, const Value& on_false) {
-  Shape shape = BroadcastShapes(predicate.shape(), BroadcastShapes(on_true.shape(), on_false.shape()));
-  return ir::MakeOp("stablehlo.select",
-                    {BroadcastTo(predicate, shape), BroadcastTo(on_true, shape), BroadcastTo(on_false, shape)},
-                    TensorType{on_true.dtype(), shape});
+  Shape shape =
+      BroadcastShapes(predicate.shape(), BroadcastShapes(on_true.shape(), on_false.shape()));
+  return ir::MakeOp(
+      "stablehlo.select",
+      {BroadcastTo(predicate, shape), BroadcastTo(on_true, shape), BroadcastTo(on_false, shape)},
+      TensorType{on_true.dtype(), shape});
 }
 
 Value Constant(double value, DType dtype, const Shape& shape) {
   return ir::Full(value, TensorType{dtype, shape});
 }
 
-Value ConstantLike(double value, const Value& like) { return Constant(value, like.dtype(), like.shape()); }
+Value ConstantLike(double value, const Value& like) {
+  return Constant(value, like.dtype(), like.shape());
+}
 
 Value Reduce(const Value& value, const std::vector<int64_t>& dims, const std::string& op,
              const Value& init) {
@@ -204,7 +210,8 @@ Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>&
                  const std::vector<int64_t>& rhs_contract, DType result) {
   Shape shape;
   for (int64_t d : lhs_batch) shape.push_back(lhs.shape()[d]);
-  auto free_dims = [&](const Value& v, const std::vector<int64_t>& batch, const std::vector<int64_t>& contract) {
+  auto free_dims = [&](const Value& v, const std::vector<int64_t>& batch,
+                       const std::vector<int64_t>& contract) {
     for (int64_t i = 0; i < v.rank(); ++i) {
       if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
           std::find(contract.begin(), contract.end(), i) == contract.end()) {
@@ -214,10 +221,11 @@ Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>&
   };
   free_dims(lhs, lhs_batch, lhs_contract);
   free_dims(rhs, rhs_batch, rhs_contract);
-  std::string attributes = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " +
-                           ir::I64List(lhs_batch) + ", rhs_batching_dimensions = " + ir::I64List(rhs_batch) +
-                           ", lhs_contracting_dimensions = " + ir::I64List(lhs_contract) +
-                           ", rhs_contracting_dimensions = " + ir::I64List(rhs_contract) + ">";
+  std::string attributes =
+      "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " + ir::I64List(lhs_batch) +
+      ", rhs_batching_dimensions = " + ir::I64List(rhs_batch) +
+      ", lhs_contracting_dimensions = " + ir::I64List(lhs_contract) +
+      ", rhs_contracting_dimensions = " + ir::I64List(rhs_contract) + ">";
   return ir::MakeOp("stablehlo.dot_general", {lhs, rhs}, TensorType{result, shape}, attributes);
 }
 

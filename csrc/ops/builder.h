@@ -15,8 +15,8 @@ Value Transpose(const Value& value, const std::vector<int64_t>& permutation);
 Value BroadcastTo(const Value& value, const Shape& shape);
 Value BroadcastInDim(const Value& value, const Shape& shape, const std::vector<int64_t>& dims);
 Shape BroadcastShapes(const Shape& a, const Shape& b);
-Value Slice(const Value& value, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
-            const std::vector<int64_t>& strides);
+Value Slice(const Value& value, const std::vector<int64_t>& start,
+            const std::vector<int64_t>& limit, const std::vector<int64_t>& strides);
 Value SliceAxis(const Value& value, int64_t axis, int64_t start, int64_t limit, int64_t stride = 1);
 Value Pad(const Value& value, const Value& padding_value, const std::vector<int64_t>& low,
           const std::vector<int64_t>& high, const std::vector<int64_t>& interior);

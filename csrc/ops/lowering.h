@@ -28,7 +28,19 @@ struct Scalar {
 };
 
 struct Argument {
-  enum class Kind { kNone, kTensor, kTensorList, kScalar, kInt, kDouble, kBool, kIntList, kString, kDType, kOther };
+  enum class Kind {
+    kNone,
+    kTensor,
+    kTensorList,
+    kScalar,
+    kInt,
+    kDouble,
+    kBool,
+    kIntList,
+    kString,
+    kDType,
+    kOther
+  };
   Kind kind = Kind::kNone;
   Value tensor;
   std::vector<Value> tensors;
@@ -40,11 +52,11 @@ struct Argument {
 
 class LoweringContext {
  public:
-  std::string name;       // "add"
-  std::string overload;   // "Tensor", "Scalar", "out", ""
-  std::vector<Argument> args;        // schema arguments, out= arguments removed
-  std::vector<TensorType> outputs;   // the types the results must have (from the meta run)
-  DType promoted = DType::kF32;      // PyTorch's result_type over tensor and scalar arguments
+  std::string name;                 // "add"
+  std::string overload;             // "Tensor", "Scalar", "out", ""
+  std::vector<Argument> args;       // schema arguments, out= arguments removed
+  std::vector<TensorType> outputs;  // the types the results must have (from the meta run)
+  DType promoted = DType::kF32;     // PyTorch's result_type over tensor and scalar arguments
   // Makes a 0-d runtime parameter holding `scalar` as `dtype` (so a new value does not recompile).
   std::function<Value(const Scalar&, DType)> make_scalar_parameter;
 
@@ -59,11 +71,15 @@ class LoweringContext {
   int64_t int_arg(size_t i) const;
   int64_t int_arg(size_t i, int64_t fallback) const { return has(i) ? int_arg(i) : fallback; }
   double double_arg(size_t i) const { return scalar(i).ToDouble(); }
-  bool bool_arg(size_t i, bool fallback = false) const { return has(i) ? scalar(i).i != 0 : fallback; }
+  bool bool_arg(size_t i, bool fallback = false) const {
+    return has(i) ? scalar(i).i != 0 : fallback;
+  }
   const std::vector<int64_t>& int_list(size_t i) const;
   const std::string& string_arg(size_t i) const;
   const TensorType& output(size_t i = 0) const { return outputs.at(i); }
-  Value ScalarParameter(const Scalar& s, DType dtype) const { return make_scalar_parameter(s, dtype); }
+  Value ScalarParameter(const Scalar& s, DType dtype) const {
+    return make_scalar_parameter(s, dtype);
+  }
 };
 
 using Lowering = std::vector<Value> (*)(LoweringContext&);

@@ -1,5 +1,6 @@
 // Strided views over a storage's 1-D value. Common layouts lower to dynamic_slice, reshape, slice,
-// transpose and broadcast_in_dim; only overlapping or irregular layouts fall back to gather/scatter.
+// transpose and broadcast_in_dim; only overlapping or irregular layouts fall back to
+// gather/scatter.
 #include <algorithm>
 #include <numeric>
 
@@ -16,7 +17,8 @@ struct Dim {
 };
 
 // The view's dims with size > 1, sorted by decreasing stride.
-std::vector<Dim> RealDims(const Shape& sizes, const std::vector<int64_t>& strides, bool* has_broadcast) {
+std::vector<Dim> RealDims(const Shape& sizes, const std::vector<int64_t>& strides,
+                          bool* has_broadcast) {
   std::vector<Dim> dims;
   *has_broadcast = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -27,7 +29,8 @@ std::vector<Dim> RealDims(const Shape& sizes, const std::vector<int64_t>& stride
     }
     dims.push_back(Dim{sizes[i], strides[i], static_cast<int64_t>(i)});
   }
-  std::stable_sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) { return a.stride > b.stride; });
+  std::stable_sort(dims.begin(), dims.end(),
+                   [](const Dim& a, const Dim& b) { return a.stride > b.stride; });
   return dims;
 }
 
@@ -53,7 +56,8 @@ Value DynamicSlice(const Value& value, const Value& start, int64_t length) {
                     "slice_sizes = " + ir::I64Array({length}));
 }
 
-Value DynamicUpdateSlice(const Value& value, const Value& update, const std::vector<Value>& starts) {
+Value DynamicUpdateSlice(const Value& value, const Value& update,
+                         const std::vector<Value>& starts) {
   std::vector<Value> operands = {value, update};
   operands.insert(operands.end(), starts.begin(), starts.end());
   return ir::MakeOp("stablehlo.dynamic_update_slice", operands, value.type());
@@ -62,7 +66,8 @@ Value DynamicUpdateSlice(const Value& value, const Value& update, const std::vec
 // Pads a 1-D value at its end so a block of `extent` from any valid offset stays in bounds.
 Value PadEnd(const Value& storage, int64_t amount) {
   if (amount <= 0) return storage;
-  return Pad(storage, ConstantLike(0, Reshape(SliceAxis(storage, 0, 0, 1), {})), {0}, {amount}, {0});
+  return Pad(storage, ConstantLike(0, Reshape(SliceAxis(storage, 0, 0, 1), {})), {0}, {amount},
+             {0});
 }
 
 // The block shape [size_0, stride_0/stride_1, ..., stride_{k-1}] viewed from the outermost dim.
@@ -79,19 +84,22 @@ Value ElementIndices(const Shape& sizes, const std::vector<int64_t>& strides, co
   Value indices = BroadcastTo(offset, sizes);
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 1 || strides[i] == 0) continue;
-    indices = Add(indices, Mul(Iota(type, static_cast<int64_t>(i)), Constant(static_cast<double>(strides[i]), DType::kS64)));
+    indices = Add(indices, Mul(Iota(type, static_cast<int64_t>(i)),
+                               Constant(static_cast<double>(strides[i]), DType::kS64)));
   }
   return indices;
 }
 
 std::string ScalarGatherDims(int64_t index_vector_dim) {
   return "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
-         "index_vector_dim = " + std::to_string(index_vector_dim) + ">, slice_sizes = array<i64: 1>";
+         "index_vector_dim = " +
+         std::to_string(index_vector_dim) + ">, slice_sizes = array<i64: 1>";
 }
 
 }  // namespace
 
-bool CoversWholeStorage(int64_t storage_elements, const Shape& sizes, const std::vector<int64_t>& strides) {
+bool CoversWholeStorage(int64_t storage_elements, const Shape& sizes,
+                        const std::vector<int64_t>& strides) {
   if (ir::NumElements(sizes) != storage_elements) return false;
   int64_t expected = 1;
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
@@ -104,10 +112,12 @@ bool CoversWholeStorage(int64_t storage_elements, const Shape& sizes, const std:
 Value Reinterpret1D(const Value& value, DType dtype) {
   const DType from = value.dtype();
   if (from == dtype) return value;
-  if (from == DType::kBool || dtype == DType::kBool) return Convert(Convert(value, DType::kU8), dtype);
+  if (from == DType::kBool || dtype == DType::kBool)
+    return Convert(Convert(value, DType::kU8), dtype);
   const size_t from_size = ir::ByteSize(from), to_size = ir::ByteSize(dtype);
   const int64_t n = value.shape()[0];
-  if (from_size == to_size) return ir::MakeOp("stablehlo.bitcast_convert", {value}, TensorType{dtype, {n}});
+  if (from_size == to_size)
+    return ir::MakeOp("stablehlo.bitcast_convert", {value}, TensorType{dtype, {n}});
   if (from_size > to_size) {
     const int64_t ratio = static_cast<int64_t>(from_size / to_size);
     Value split = ir::MakeOp("stablehlo.bitcast_convert", {value}, TensorType{dtype, {n, ratio}});
@@ -116,7 +126,8 @@ Value Reinterpret1D(const Value& value, DType dtype) {
   const int64_t ratio = static_cast<int64_t>(to_size / from_size);
   const int64_t whole = n / ratio;
   Value trimmed = n % ratio ? SliceAxis(value, 0, 0, whole * ratio) : value;
-  return ir::MakeOp("stablehlo.bitcast_convert", {Reshape(trimmed, {whole, ratio})}, TensorType{dtype, {whole}});
+  return ir::MakeOp("stablehlo.bitcast_convert", {Reshape(trimmed, {whole, ratio})},
+                    TensorType{dtype, {whole}});
 }
 
 Value ReadView(const Value& storage_value, DType dtype, const Shape& sizes,
@@ -144,20 +155,23 @@ Value ReadView(const Value& storage_value, DType dtype, const Shape& sizes,
   } else {
     const Shape block_shape = BlockShape(dims);
     const int64_t extent = ir::NumElements(block_shape);
-    Value block = Reshape(DynamicSlice(PadEnd(storage, extent - Span(dims)), offset, extent), block_shape);
+    Value block =
+        Reshape(DynamicSlice(PadEnd(storage, extent - Span(dims)), offset, extent), block_shape);
     std::vector<int64_t> limits;
     for (const Dim& d : dims) {
       limits.push_back(d.size);
       sorted_sizes.push_back(d.size);
     }
     limits.push_back(1);
-    block = Slice(block, std::vector<int64_t>(limits.size(), 0), limits, std::vector<int64_t>(limits.size(), 1));
+    block = Slice(block, std::vector<int64_t>(limits.size(), 0), limits,
+                  std::vector<int64_t>(limits.size(), 1));
     compact = Reshape(block, sorted_sizes);
   }
   // Restore the view's axis order, then re-insert size-1 and broadcast dims.
   std::vector<int64_t> order(dims.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return dims[a].axis < dims[b].axis; });
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return dims[a].axis < dims[b].axis; });
   compact = Transpose(compact, order);
   std::vector<int64_t> target_dims;
   for (int64_t j : order) target_dims.push_back(dims[j].axis);
@@ -174,7 +188,8 @@ Value WriteView(const Value& storage_value, const Value& update, const Shape& si
     Value back = Reinterpret1D(written, storage_dtype);
     // A narrower view over a storage whose length is not a multiple keeps the storage's tail.
     if (back.shape()[0] != storage_value.shape()[0]) {
-      back = Concatenate({back, SliceAxis(storage_value, 0, back.shape()[0], storage_value.shape()[0])}, 0);
+      back = Concatenate(
+          {back, SliceAxis(storage_value, 0, back.shape()[0], storage_value.shape()[0])}, 0);
     }
     return back;
   };
@@ -188,9 +203,8 @@ Value WriteView(const Value& storage_value, const Value& update, const Shape& si
     const int64_t count = ir::NumElements(sizes);
     Value indices = Reshape(ElementIndices(sizes, strides, offset), {count, 1});
     TensorType scalar{dtype, {}};
-    auto body = ir::MakeRegion({scalar, scalar}, [](const std::vector<Value>& a) {
-      return std::vector<Value>{a[1]};
-    });
+    auto body = ir::MakeRegion(
+        {scalar, scalar}, [](const std::vector<Value>& a) { return std::vector<Value>{a[1]}; });
     return finish(ir::MakeMultiOp(
         "stablehlo.scatter", {storage, indices, Reshape(update, {count})}, {storage.type()},
         "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "

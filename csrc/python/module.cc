@@ -64,11 +64,12 @@ PYBIND11_MODULE(_C, m) {
   aten::RegisterDeviceHooks();
   exec::SetWarningHandler([](const std::string& message) { TORCH_WARN(message); });
 
-  m.def("_configure", [](std::vector<std::pair<std::string, std::string>> candidates, int num_devices) {
-    std::vector<exec::PluginCandidate> list;
-    for (auto& [label, path] : candidates) list.push_back({label, path});
-    exec::ConfigurePlugins(std::move(list), num_devices);
-  });
+  m.def("_configure",
+        [](std::vector<std::pair<std::string, std::string>> candidates, int num_devices) {
+          std::vector<exec::PluginCandidate> list;
+          for (auto& [label, path] : candidates) list.push_back({label, path});
+          exec::ConfigurePlugins(std::move(list), num_devices);
+        });
   m.def("_init", [] {
     Checked([] {
       exec::GetClient();
@@ -138,7 +139,8 @@ PYBIND11_MODULE(_C, m) {
   auto generator = [](int device) {
     return aten::DefaultGenerator(static_cast<c10::DeviceIndex>(device)).get<aten::TpuGenerator>();
   };
-  m.def("_manual_seed", [generator](int device, uint64_t seed) { generator(device)->set_current_seed(seed); });
+  m.def("_manual_seed",
+        [generator](int device, uint64_t seed) { generator(device)->set_current_seed(seed); });
   m.def("_seed", [generator](int device) { return generator(device)->seed(); });
   m.def("_initial_seed", [generator](int device) { return generator(device)->current_seed(); });
   m.def("_get_rng_state", [generator](int device) {

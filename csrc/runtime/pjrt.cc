@@ -29,11 +29,11 @@ T MakeArgs(size_t struct_size) {
 #define PJRT_ARGS(name) MakeArgs<name##_Args>(name##_Args_STRUCT_SIZE)
 
 // Calls an entry after checking the plugin's struct is large enough to hold it.
-#define PJRT_CALL(plugin, name, args)                                                   \
-  do {                                                                                  \
+#define PJRT_CALL(plugin, name, args)                                                    \
+  do {                                                                                   \
     if (!(plugin).HasEntry(offsetof(PJRT_Api, name)) || (plugin).api()->name == nullptr) \
       throw PjrtError(12, std::string("PJRT plugin does not provide ") + #name);         \
-    (plugin).Check((plugin).api()->name(&(args)), #name);                               \
+    (plugin).Check((plugin).api()->name(&(args)), #name);                                \
   } while (0)
 
 }  // namespace
@@ -260,7 +260,8 @@ std::string Executable::Serialize() const {
   std::string bytes;
   if (error == nullptr && args.serialized_bytes != nullptr) {
     bytes.assign(args.serialized_bytes, args.serialized_bytes_size);
-    if (args.serialized_executable_deleter) args.serialized_executable_deleter(args.serialized_executable);
+    if (args.serialized_executable_deleter)
+      args.serialized_executable_deleter(args.serialized_executable);
   }
   auto destroy_args = PJRT_ARGS(PJRT_Executable_Destroy);
   destroy_args.executable = get_args.executable;
@@ -337,7 +338,8 @@ std::shared_ptr<Client> Client::Create(std::shared_ptr<Plugin> plugin, int cpu_d
   auto version_args = PJRT_ARGS(PJRT_Client_PlatformVersion);
   version_args.client = client->client_;
   PJRT_CALL(*plugin, PJRT_Client_PlatformVersion, version_args);
-  client->platform_version_.assign(version_args.platform_version, version_args.platform_version_size);
+  client->platform_version_.assign(version_args.platform_version,
+                                   version_args.platform_version_size);
 
   auto devices_args = PJRT_ARGS(PJRT_Client_AddressableDevices);
   devices_args.client = client->client_;

@@ -77,7 +77,8 @@ class Plugin {
 
 class Event {
  public:
-  Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event) : plugin_(std::move(plugin)), event_(event) {}
+  Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event)
+      : plugin_(std::move(plugin)), event_(event) {}
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
@@ -91,7 +92,8 @@ class Event {
 
 class Device {
  public:
-  Device(PJRT_Device* device, int index, std::string kind) : device_(device), index_(index), kind_(std::move(kind)) {}
+  Device(PJRT_Device* device, int index, std::string kind)
+      : device_(device), index_(index), kind_(std::move(kind)) {}
   PJRT_Device* raw() const { return device_; }
   int index() const { return index_; }
   const std::string& kind() const { return kind_; }
@@ -137,7 +139,8 @@ class Executable {
   size_t num_outputs() const { return num_outputs_; }
   // Runs asynchronously on `device`. Inputs not listed in `donated` are never donated.
   std::vector<std::shared_ptr<Buffer>> Execute(const std::vector<PJRT_Buffer*>& arguments,
-                                               const std::vector<bool>& donated, const Device& device);
+                                               const std::vector<bool>& donated,
+                                               const Device& device);
   // Plugin-specific serialized form, for the disk cache.
   std::string Serialize() const;
 
