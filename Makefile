@@ -3,6 +3,7 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD := build
 EXTENSION := src/torch_tpu/_C.so
 
@@ -16,7 +17,14 @@ $(VENV)/.deps: requirements.txt pyproject.toml
 	TORCH_TPU_SKIP_CMAKE=1 $(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . --config-settings editable_mode=compat
 	touch $@
 
-$(BUILD)/build.ninja: $(VENV)/.deps CMakeLists.txt
+# GoogleTest for the runtime's C++ tests comes from Debian (libgtest-dev).
+GTEST_HEADER := /usr/include/gtest/gtest.h
+$(GTEST_HEADER):
+	@command -v apt-get >/dev/null || (echo "GoogleTest is missing: install libgtest-dev" >&2; false)
+	$(SUDO) apt-get install -y -q libgtest-dev >/dev/null 2>&1 || \
+	  ($(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q libgtest-dev >/dev/null)
+
+$(BUILD)/build.ninja: $(VENV)/.deps CMakeLists.txt | $(GTEST_HEADER)
 	$(VENV)/bin/cmake -S . -B $(BUILD) -G Ninja -DPython3_EXECUTABLE=$(abspath $(PY)) \
 	  -DTORCH_TPU_OUTPUT_DIR=$(abspath src/torch_tpu) > $(BUILD).log 2>&1 || (cat $(BUILD).log; false)
 
@@ -30,8 +38,10 @@ demo: build
 test-cpp: build
 	TORCH_TPU_TEST_PLUGIN=$$($(PY) -c "import torch_tpu._plugin as p; print(p.candidates()[-1][1])") $(BUILD)/runtime_test
 
+# pytest exits 5 when it collects nothing: that is a failure, said out loud.
 test-python: build
-	$(PY) -m pytest -q tests
+	@$(PY) -m pytest -q --durations=10 tests; status=$$?; \
+	  if [ $$status = 5 ]; then echo "pytest collected no tests" >&2; fi; exit $$status
 
 test: build lint test-cpp test-python
 

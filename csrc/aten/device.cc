@@ -3,10 +3,12 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -63,6 +65,48 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 
+// Page-locked staging memory is not needed by PJRT's host copies, but `pin_memory()` must
+// still give memory that `is_pinned()` recognizes, so the allocator records its blocks.
+class PinnedHostAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* data = nbytes == 0 ? nullptr : c10::alloc_cpu(nbytes);
+    if (data != nullptr) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      blocks_[reinterpret_cast<uintptr_t>(data)] = nbytes;
+    }
+    return {data, data, &Delete, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
+  void copy_data(void* dst, const void* src, std::size_t count) const override {
+    std::memcpy(dst, src, count);
+  }
+  bool Contains(const void* pointer) {
+    const auto address = reinterpret_cast<uintptr_t>(pointer);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto block = blocks_.upper_bound(address);
+    if (block == blocks_.begin()) return false;
+    --block;
+    return address < block->first + block->second;
+  }
+  static PinnedHostAllocator& Get() {
+    static auto* allocator = new PinnedHostAllocator();
+    return *allocator;
+  }
+
+ private:
+  static void Delete(void* data) {
+    {
+      PinnedHostAllocator& self = Get();
+      std::lock_guard<std::mutex> lock(self.mutex_);
+      self.blocks_.erase(reinterpret_cast<uintptr_t>(data));
+    }
+    c10::free_cpu(data);
+  }
+  std::mutex mutex_;
+  std::map<uintptr_t, size_t> blocks_;
+};
+
 struct TpuHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return exec::IsAvailable(); }
@@ -75,9 +119,10 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return c10::Device(kTpu, CurrentDeviceIndex());
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  // Host staging memory: the PJRT CPU client copies from ordinary memory.
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override {
+    return PinnedHostAllocator::Get().Contains(data);
+  }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &PinnedHostAllocator::Get(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return exec::IsInitialized(); }
   c10::DeviceIndex deviceCount() const override {
     return static_cast<c10::DeviceIndex>(exec::DeviceCount());
@@ -104,7 +149,10 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
 }  // namespace
 
 void SynchronizeDevice() {
-  Translate([] { exec::MaterializeAllPending("synchronize"); });
+  Translate([] {
+    exec::MaterializeAllPending("synchronize");
+    exec::AwaitExecutions();
+  });
 }
 
 // ---- Generator ----

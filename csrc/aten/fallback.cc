@@ -342,6 +342,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
   bool any_elements = false;
   for (const auto& t : targets) any_elements |= t.numel() > 0;
+  bool use_cpu = false;
   if (any_elements) {
     Translate([&] {
       // 3. Arguments as graph values (out= arguments are outputs, not inputs).
@@ -362,7 +363,17 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
       AppendRandomKey(args, schema, device.index(), ctx);
 
       // 4. Lower, then write each result through its output's view.
-      std::vector<ir::Value> results = lowering(ctx);
+      std::vector<ir::Value> results;
+      try {
+        results = lowering(ctx);
+      } catch (const ops::UnsupportedError& e) {
+        // The lowering exists but not for these arguments: the same path as a missing op.
+        if (CpuFallbackEnabled()) {
+          use_cpu = true;
+          return 0;
+        }
+        ReportUnsupported(op, *stack, begin, e.what());
+      }
       TORCH_INTERNAL_ASSERT(results.size() == targets.size(), "lowering of ", QualifiedName(op),
                             " returned ", results.size(), " values for ", targets.size(),
                             " outputs");
@@ -380,6 +391,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
       return 0;
     });
   }
+  if (use_cpu) return CpuFallback(op, stack);
   stack->erase(stack->begin() + begin, stack->end());
   for (auto& t : targets) stack->push_back(std::move(t));
 }

@@ -116,6 +116,27 @@ std::shared_ptr<runtime::Buffer> UploadScalar(const ir::HostScalar& scalar,
 
 }  // namespace
 
+namespace {
+// Outputs of executions that may still be running: synchronize() waits on them. Weak, so a
+// result nobody holds any more is not kept alive.
+struct InFlight {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<runtime::Buffer>> outputs;
+};
+InFlight& InFlightOutputs() {
+  static InFlight* in_flight = new InFlight();
+  return *in_flight;
+}
+void TrackInFlight(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs) {
+  InFlight& in_flight = InFlightOutputs();
+  std::lock_guard<std::mutex> lock(in_flight.mutex);
+  if (in_flight.outputs.size() > 4096) {
+    std::erase_if(in_flight.outputs, [](const auto& weak) { return weak.expired(); });
+  }
+  for (const auto& output : outputs) in_flight.outputs.push_back(output);
+}
+}  // namespace
+
 void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason) {
   std::vector<DeviceStorage*> targets;
   std::vector<ir::Value> results;
@@ -186,6 +207,7 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   for (size_t r = 0; r < targets.size(); ++r) {
     targets[r]->SetBuffer(outputs[r], outputs[r] ? results[r].dtype() : results[r].dtype());
   }
+  if (CurrentMode() != Mode::kDebug) TrackInFlight(outputs);
   if (CurrentMode() == Mode::kDebug) {
     for (size_t r = 0; r < outputs.size(); ++r) {
       try {
@@ -198,6 +220,19 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   metrics.execute_time_ns +=
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
+}
+
+void AwaitExecutions() {
+  std::vector<std::weak_ptr<runtime::Buffer>> outputs;
+  {
+    InFlight& in_flight = InFlightOutputs();
+    std::lock_guard<std::mutex> lock(in_flight.mutex);
+    outputs.swap(in_flight.outputs);
+  }
+  for (const auto& weak : outputs) {
+    auto buffer = weak.lock();
+    if (buffer && !buffer->donated()) buffer->AwaitReady();
+  }
 }
 
 void RegisterPending(DeviceStorage* storage) {

@@ -55,6 +55,8 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
 void RegisterPending(DeviceStorage* storage);
 void MaterializeAllPending(const std::string& reason);
 size_t PendingCount();
+// Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.
+void AwaitExecutions();
 
 // Copies a materialized storage's bytes to host memory.
 void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes);

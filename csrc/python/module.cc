@@ -115,19 +115,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_pending_count", [] { return exec::PendingCount(); });
   m.def("_metrics", &Metrics);
   m.def("_reset_metrics", [] { exec::GetMetrics().Reset(); });
-  m.def("_memory_stats", [](int device) {
-    auto& s = exec::GetMemoryStats(device);
-    py::dict d;
-    d["allocated_bytes.all.current"] = s.allocated.load();
-    d["allocated_bytes.all.peak"] = s.peak.load();
-    d["allocation.all.allocated"] = s.allocations.load();
-    d["allocation.all.freed"] = s.frees.load();
-    return d;
-  });
-  m.def("_reset_peak_memory_stats", [](int device) {
-    auto& s = exec::GetMemoryStats(device);
-    s.peak.store(s.allocated.load());
-  });
   m.def("_cache_dir", [] { return exec::CacheDirectory(); });
   m.def("_clear_memory_cache", [] { exec::ClearMemoryCache(); });
   m.def("_run_stablehlo", [](const std::string& text, int device) {

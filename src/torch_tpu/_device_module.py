@@ -127,28 +127,31 @@ def set_rng_state_all(states) -> None:
 # ---- Memory ----
 
 
+# The allocator is a c10::DeviceAllocator, so these are torch.accelerator's, keyed like CUDA's.
+
+
 def memory_stats(device=None) -> dict:
-    return dict(_C._memory_stats(_index(device)))
+    return dict(torch.accelerator.memory_stats(_index(device)))
 
 
 def memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.current"]
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.peak"]
+    return torch.accelerator.max_memory_allocated(_index(device))
 
 
 def memory_reserved(device=None) -> int:
-    return memory_allocated(device)
+    return torch.accelerator.memory_reserved(_index(device))
 
 
 def max_memory_reserved(device=None) -> int:
-    return max_memory_allocated(device)
+    return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _C._reset_peak_memory_stats(_index(device))
+    torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
 def empty_cache() -> None:
@@ -157,11 +160,7 @@ def empty_cache() -> None:
 
 def mem_get_info(device=None) -> tuple[int, int]:
     """(free, total) bytes. The CPU plugin's memory is host memory."""
-    import os
-
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    return available, total
+    return torch.accelerator.get_memory_info(_index(device))
 
 
 # ---- Streams (one in-order queue per device) ----
