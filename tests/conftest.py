@@ -60,3 +60,14 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
 @pytest.fixture
 def tpu():
     return TPU
+
+
+def run_python(code: str, **env: str):
+    """Runs `code` in a fresh interpreter (for per-process settings such as the device count)."""
+    import os
+    import subprocess
+    import sys
+
+    full_env = dict(os.environ)
+    full_env.update(env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=300)

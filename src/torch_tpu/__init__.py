@@ -14,8 +14,10 @@ import torch
 # XLA logs INFO lines (device counts) to stderr at plugin start; keep warnings, drop the chatter.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
-from torch_tpu import _plugin  # noqa: E402
-from torch_tpu import _C  # noqa: E402
+from torch_tpu import (
+    _C,  # noqa: E402
+    _plugin,  # noqa: E402
+)
 
 __all__ = ["execution_mode", "platform", "metrics", "api", "ExecutionMode"]
 

@@ -1,0 +1,156 @@
+"""The compile cache: structural signatures, scalar parameters, compile-once, the disk cache."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import threading
+
+import torch
+from conftest import assert_close, make, run_python
+
+import torch_tpu
+from torch_tpu import _C
+
+# One workload for the multi-process tests; prints the metrics as JSON on its last line.
+WORKLOAD = """
+import json, torch, torch_tpu
+torch_tpu.metrics.reset()
+x = torch.arange(12.0).reshape(3, 4).to("tpu")
+y = (x + 2.5).t().contiguous() + x.t()
+print(y.cpu().tolist())
+print(json.dumps(torch_tpu.metrics.snapshot()))
+"""
+EXPECTED = (torch.arange(12.0).reshape(3, 4) * 2 + 2.5).t().tolist()
+
+
+def run_workload(cache_dir):
+    result = run_python(WORKLOAD, TORCH_TPU_CACHE_DIR=str(cache_dir))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert json.loads(lines[-2].replace("'", '"')) == EXPECTED
+    return json.loads(lines[-1]), result.stderr
+
+
+def cache_entries(cache_dir):
+    return sorted(pathlib.Path(cache_dir).glob("executables/*/*.bin"))
+
+
+def test_new_scalar_value_does_not_recompile():
+    x = make((7, 5)).to("tpu")
+
+    def step(lr):
+        assert_close(x + lr, x.cpu() + lr)
+        param = x.clone()
+        param.add_(x, alpha=-lr)  # an SGD-style update with a new learning rate
+        assert_close(param, x.cpu().add(x.cpu(), alpha=-lr))
+
+    step(0.125)  # compiles each program once
+    before = torch_tpu.metrics.snapshot()
+    for lr in (0.5, 1e-3, -7.0, 3):
+        step(lr)
+    after = torch_tpu.metrics.snapshot()
+    assert after["compiles"] == before["compiles"], "a new Python scalar recompiled"
+    assert after["memory_cache_hits"] > before["memory_cache_hits"]
+
+
+def test_new_shape_does_compile():
+    # The converse, so the test above can fail: a different shape is a different program.
+    before = torch_tpu.metrics.snapshot()["compiles"] + torch_tpu.metrics.snapshot()["disk_cache_hits"]
+    x = make((11, 13, 3)).to("tpu")
+    assert_close(x + 1, x.cpu() + 1)
+    after = torch_tpu.metrics.snapshot()["compiles"] + torch_tpu.metrics.snapshot()["disk_cache_hits"]
+    assert after > before
+
+
+def test_concurrent_requests_compile_once(tmp_path):
+    result = run_python(
+        """
+import threading, json, torch, torch_tpu
+x = torch.arange(17 * 19, dtype=torch.float32).reshape(17, 19).to("tpu")
+barrier = threading.Barrier(8)
+results = [None] * 8
+def work(i):
+    barrier.wait()
+    results[i] = (x + 3).cpu()
+torch_tpu.metrics.reset()
+threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+expected = torch.arange(17 * 19, dtype=torch.float32).reshape(17, 19) + 3
+assert all(r.equal(expected) for r in results)
+print(json.dumps(torch_tpu.metrics.snapshot()))
+""",
+        TORCH_TPU_CACHE_DIR=str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["compiles"] == 1, figures
+    assert figures["executions"] >= 8
+    assert figures["memory_cache_hits"] == 7
+
+
+def test_threads_in_process_share_results():
+    x = make((9, 4)).to("tpu")
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                assert_close(x + 2, x.cpu() + 2)
+        except Exception as error:  # reported below, on the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_second_process_with_warm_cache_compiles_nothing(tmp_path):
+    cold, _ = run_workload(tmp_path)
+    assert cold["compiles"] > 0 and cold["disk_cache_hits"] == 0
+    entries = cache_entries(tmp_path)
+    assert len(entries) == cold["compiles"]
+    warm, _ = run_workload(tmp_path)
+    assert warm["compiles"] == 0, warm
+    assert warm["disk_cache_hits"] == cold["compiles"]
+
+
+def test_corrupt_entry_is_recompiled_with_a_warning(tmp_path):
+    cold, _ = run_workload(tmp_path)
+    entries = cache_entries(tmp_path)
+    assert entries
+    victim = entries[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in the payload: the checksum must catch it
+    victim.write_bytes(bytes(data))
+    again, stderr = run_workload(tmp_path)
+    assert "is corrupt; recompiling" in stderr and str(victim) in stderr
+    assert again["compiles"] == 1 and again["disk_cache_hits"] == cold["compiles"] - 1
+    # The entry was replaced: a third process is fully warm.
+    third, stderr = run_workload(tmp_path)
+    assert third["compiles"] == 0 and "corrupt" not in stderr
+
+
+def test_truncated_entry_is_recompiled(tmp_path):
+    run_workload(tmp_path)
+    victim = cache_entries(tmp_path)[0]
+    victim.write_bytes(victim.read_bytes()[:10])
+    again, stderr = run_workload(tmp_path)
+    assert again["compiles"] == 1 and str(victim) in stderr
+
+
+def test_disk_cache_can_be_disabled(tmp_path):
+    result = run_python(WORKLOAD, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_DISK_CACHE="0")
+    assert result.returncode == 0, result.stderr
+    assert not cache_entries(tmp_path)
+
+
+def test_cache_key_includes_plugin_identity(tmp_path):
+    run_workload(tmp_path)
+    identity = _C._platform()["plugin_identity"]
+    assert {entry.parent.name for entry in cache_entries(tmp_path)} == {identity}
+    assert torch_tpu.platform()

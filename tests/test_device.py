@@ -1,0 +1,152 @@
+"""The tpu device: torch.tpu, torch.accelerator, generated methods, several devices, no plugin."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_close, make, run_python
+
+import torch_tpu
+
+
+def test_torch_tpu_module():
+    assert torch.tpu.is_available()
+    assert torch.tpu.device_count() >= 1
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(0)
+    torch.tpu.synchronize()
+    assert torch_tpu.platform().startswith("cpu")
+
+
+def test_accelerator_api():
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator() == torch.device("tpu")
+    assert torch.accelerator.device_count() == torch.tpu.device_count()
+    torch.accelerator.set_device_index(0)
+    assert torch.accelerator.current_device_index() == 0
+    x = make((1000,)).to("tpu")
+    torch.accelerator.synchronize()
+    assert torch.accelerator.memory_allocated() >= x.numel() * 4
+    assert torch.accelerator.memory_allocated() == torch.tpu.memory_allocated()
+
+
+def test_generated_methods():
+    cpu = make((3, 4))
+    x = cpu.tpu()
+    assert x.is_tpu and x.device == torch.device("tpu:0")
+    assert_close(x, cpu)
+    module = torch.nn.Linear(4, 2).tpu()
+    assert module.weight.device.type == "tpu" and module.bias.device.type == "tpu"
+    storage = x.untyped_storage()
+    assert storage.is_tpu and storage.device.type == "tpu"
+    back = storage.cpu()
+    assert back.device.type == "cpu"
+    assert torch.tensor([], dtype=torch.float32).set_(back).view(3, 4).equal(cpu)
+
+
+def test_memory_stats_follow_allocations():
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    x = torch.empty(1 << 20, device="tpu")
+    assert torch.tpu.memory_allocated() - before == 4 << 20
+    assert torch.tpu.max_memory_allocated() >= torch.tpu.memory_allocated()
+    stats = torch.tpu.memory_stats()
+    assert stats["allocated_bytes.all.current"] == torch.tpu.memory_allocated()
+    del x
+    assert torch.tpu.memory_allocated() == before
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.max_memory_allocated() == before
+    torch.tpu.empty_cache()
+    free, total = torch.tpu.mem_get_info()
+    assert 0 < free <= total
+
+
+def test_pinned_memory():
+    host = make((64,))
+    pinned = host.pin_memory()
+    assert pinned.is_pinned() and not host.is_pinned()
+    assert_close(pinned.to("tpu", non_blocking=True), host)
+
+
+def test_rng_functions_exist_and_roundtrip():
+    torch.tpu.manual_seed(7)
+    torch.tpu.manual_seed_all(7)
+    state = torch.tpu.get_rng_state()
+    assert isinstance(state, torch.Tensor) and state.dtype == torch.uint8
+    torch.tpu.set_rng_state(state)
+    assert torch.tpu.initial_seed() == 7
+
+
+def test_bad_device_index():
+    count = torch.tpu.device_count()
+    with pytest.raises(RuntimeError, match=rf"Invalid device index tpu:{count}.*TORCH_TPU_NUM_DEVICES"):
+        torch.empty(2, device=f"tpu:{count}")
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.tpu.set_device(count + 3)
+    assert torch.tpu.current_device() == 0
+
+
+def test_device_context_manager_and_several_devices():
+    result = run_python(
+        """
+import torch, torch_tpu
+assert torch.tpu.device_count() == 3, torch.tpu.device_count()
+a = torch.arange(6.0).to("tpu:2")
+assert a.device == torch.device("tpu:2")
+b = a.to("tpu:1")                       # cross-device copy
+assert b.device == torch.device("tpu:1") and b.cpu().equal(torch.arange(6.0))
+c = (b + b).to("tpu:0")
+assert c.device.index == 0 and c.cpu().equal(2 * torch.arange(6.0))
+with torch.tpu.device(1):
+    assert torch.tpu.current_device() == 1
+    d = torch.empty(3, device="tpu")
+    assert d.device.index == 1, d.device
+assert torch.tpu.current_device() == 0
+try:
+    a + b
+except RuntimeError as e:
+    assert "same device" in str(e), e
+else:
+    raise AssertionError("mixing devices must fail")
+print("ok")
+""",
+        TORCH_TPU_NUM_DEVICES="3",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_autoload_through_import_torch():
+    result = run_python(
+        "import sys, torch\nx = torch.arange(4.0).to('tpu')\nprint('torch_tpu' in sys.modules, (x + 1).cpu().tolist())"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "[1.0,", "2.0,", "3.0,", "4.0]"]
+
+
+def test_import_without_plugin_says_what_was_tried():
+    result = run_python(
+        """
+import torch, torch_tpu
+assert not torch.tpu.is_available()
+assert torch.tpu.device_count() == 0
+try:
+    torch.empty(2, device="tpu")
+except RuntimeError as e:
+    print(str(e))
+else:
+    raise AssertionError("device use without a plugin must fail")
+""",
+        TORCH_TPU_PJRT_PLUGIN="/nonexistent/libmissing_pjrt.so",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no usable PJRT plugin" in result.stdout
+    assert "/nonexistent/libmissing_pjrt.so" in result.stdout
+    assert "TORCH_TPU_PJRT_PLUGIN" in result.stdout
+
+
+def test_info_tool():
+    result = run_python("import runpy; runpy.run_module('torch_tpu.info', run_name='__main__')")
+    assert result.returncode == 0, result.stderr
+    for fragment in ("platform: cpu", "xla_cpu_pjrt.so", "PJRT API version: plugin 0.", "tpu:0", "cache directory"):
+        assert fragment in result.stdout, result.stdout

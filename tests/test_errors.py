@@ -1,0 +1,110 @@
+"""What bad input gets (DESIGN.md, "Errors")."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import torch
+from conftest import make, run_python
+
+from torch_tpu import _C
+
+# An op with no lowering (histograms are not planned soon); if it gains one, pick another.
+UNSUPPORTED = "torch.histc(x, bins=5)"
+UNSUPPORTED_OP = "aten::histc"
+
+
+def test_unsupported_op_names_the_op_and_the_fix():
+    x = make((8,)).to("tpu")
+    with pytest.raises(NotImplementedError) as info:
+        torch.histc(x, bins=5)
+    message = str(info.value)
+    assert f"'{UNSUPPORTED_OP}'" in message
+    assert "dtypes: Float" in message
+    assert "TORCH_TPU_CPU_FALLBACK=1" in message
+
+
+def test_cpu_fallback_warns_once_per_op_and_counts():
+    result = run_python(
+        f"""
+import json, warnings, torch, torch_tpu
+cpu = torch.randn(16)
+x = cpu.to("tpu")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    first = {UNSUPPORTED}
+    second = {UNSUPPORTED}
+assert first.device.type == "tpu", first.device
+torch.testing.assert_close(first.cpu(), torch.histc(cpu, bins=5))
+torch.testing.assert_close(second.cpu(), torch.histc(cpu, bins=5))
+messages = [str(w.message) for w in caught if "{UNSUPPORTED_OP}" in str(w.message)]
+print(json.dumps(dict(warnings=messages, metrics=torch_tpu.metrics.snapshot())))
+""",
+        TORCH_TPU_CPU_FALLBACK="1",
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(report["warnings"]) == 1, report["warnings"]
+    assert "CPU" in report["warnings"][0]
+    assert report["metrics"]["cpu_fallbacks"] == 2
+    assert report["metrics"]["cpu_fallbacks_per_op"] == {UNSUPPORTED_OP: 2}
+
+
+def test_argument_errors_match_the_cpu():
+    a, b = make((2, 3)), make((4,))
+    with pytest.raises(RuntimeError) as cpu_error:
+        a + b
+    with pytest.raises(RuntimeError) as tpu_error:
+        a.to("tpu") + b.to("tpu")
+    assert str(tpu_error.value) == str(cpu_error.value)
+
+
+def test_pjrt_compile_failure_carries_message_and_dump_path():
+    bad = "func.func @main(%x: tensor<2xf32>) -> tensor<3xf32> { return %x : tensor<2xf32> }"
+    with pytest.raises(RuntimeError) as info:
+        _C._run_stablehlo(bad, 0)
+    message = str(info.value)
+    match = re.search(r"written to (\S+\.mlir)", message)
+    assert match, message
+    assert os.path.exists(match.group(1))
+    with open(match.group(1)) as dump:
+        assert dump.read() == bad
+    # The plugin's own diagnosis is kept, not replaced by ours.
+    assert "PJRT_Client_Compile" in message or "error" in message.lower()
+
+
+def test_device_out_of_memory_raises_out_of_memory_error():
+    # The address-space cap keeps the probe harmless: a 1 TiB result cannot be allocated.
+    result = run_python(
+        """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (32 << 30, 32 << 30))
+import torch, torch_tpu
+x = torch.empty(2**38, device="tpu")
+try:
+    x + 1
+except torch.OutOfMemoryError as e:
+    print("OOM", "written to" in str(e))
+small = torch.arange(4.0).to("tpu")
+print((small + 1).cpu().tolist())
+"""
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["OOM True", "[1.0, 2.0, 3.0, 4.0]"]
+
+
+def test_bad_device_index_is_a_clear_error():
+    with pytest.raises(RuntimeError, match=r"Invalid device index tpu:99: there is"):
+        torch.empty(3, device="tpu:99")
+    x = make((3,)).to("tpu")
+    with pytest.raises(RuntimeError, match=r"Invalid device index"):
+        x.to("tpu:99")
+
+
+def test_cross_device_error_matches_cuda_wording():
+    x = make((3,)).to("tpu")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        x + make((3,))

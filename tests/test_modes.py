@@ -1,0 +1,124 @@
+"""Execution modes: strict (default), debug, and the fused-eager hook; metrics."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import torch
+from conftest import assert_close, make, run_python
+
+import torch_tpu
+from torch_tpu import ExecutionMode
+
+
+def test_strict_is_the_default_and_runs_op_by_op():
+    assert torch_tpu.execution_mode() is ExecutionMode.STRICT
+    cpu = make((5, 6))
+    x = cpu.to("tpu")
+    torch.tpu.synchronize()
+    torch_tpu.metrics.reset()
+    y = x + 1
+    z = y + x
+    # Each op is its own program, launched at once; nothing waits for a later sync.
+    assert torch_tpu.metrics.snapshot()["executions"] == 2
+    assert torch_tpu._C._pending_count() == 0
+    assert torch_tpu.metrics.snapshot()["transfers_to_host"] == 0
+    assert_close(z, cpu + 1 + cpu)
+    assert torch_tpu.metrics.snapshot()["transfers_to_host"] == 1
+
+
+def test_execution_mode_is_a_setter_and_a_context_manager():
+    with torch_tpu.execution_mode("debug") as mode:
+        assert mode is ExecutionMode.DEBUG
+        assert torch_tpu.execution_mode() is ExecutionMode.DEBUG
+        with torch_tpu.execution_mode(ExecutionMode.STRICT):
+            assert torch_tpu.execution_mode() is ExecutionMode.STRICT
+        assert torch_tpu.execution_mode() is ExecutionMode.DEBUG
+    assert torch_tpu.execution_mode() is ExecutionMode.STRICT
+    torch_tpu.execution_mode("debug")
+    try:
+        assert torch_tpu.execution_mode() is ExecutionMode.DEBUG
+    finally:
+        torch_tpu.execution_mode("strict")
+    with pytest.raises(ValueError, match="unknown execution mode 'fast'"):
+        torch_tpu.execution_mode("fast")
+
+
+def test_debug_mode_from_the_environment_raises_at_the_failing_line():
+    code = """
+import resource, traceback
+resource.setrlimit(resource.RLIMIT_AS, (32 << 30, 32 << 30))
+import torch, torch_tpu
+print(torch_tpu.execution_mode().name)
+x = torch.arange(6.0).to("tpu")
+print((x + 2).cpu().tolist())
+huge = torch.empty(2**38, device="tpu")
+try:
+    y = huge + 1  # FAILING LINE
+except torch.OutOfMemoryError as e:
+    print(traceback.extract_tb(e.__traceback__)[-1].lineno)
+"""
+    result = run_python(code, TORCH_TPU_LAUNCH_BLOCKING="1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "DEBUG"
+    assert lines[1] == "[2.0, 3.0, 4.0, 5.0, 6.0, 7.0]"
+    failing_line = 1 + code.split("\n").index(next(line for line in code.split("\n") if "FAILING" in line))
+    assert lines[2] == str(failing_line)
+
+
+def test_fused_eager_records_ops_and_runs_them_as_one_program():
+    # The hook for DeferAndFuse: the same lowerings, recorded as pending graph values.
+    x = make((4, 3)).to("tpu")
+    torch.tpu.synchronize()
+    torch_tpu.metrics.reset()
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        y = x + 1
+        z = y + 2
+        w = z + y
+        assert torch_tpu._C._pending_count() == 3
+        assert torch_tpu.metrics.snapshot()["executions"] == 0
+        assert_close(w, (x.cpu() + 1) * 2 + 2)
+    figures = torch_tpu.metrics.snapshot()
+    assert figures["executions"] == 1
+    assert figures["sync_reasons"] == {"host read": 1}
+
+
+def test_metrics_snapshot_report_reset():
+    torch_tpu.metrics.reset()
+    x = make((8,)).to("tpu")
+    (x + 1).cpu()
+    figures = torch_tpu.metrics.snapshot()
+    for key in (
+        "compiles",
+        "memory_cache_hits",
+        "disk_cache_hits",
+        "executions",
+        "transfers_to_device",
+        "transfers_to_host",
+        "cpu_fallbacks",
+    ):
+        assert isinstance(figures[key], int), key
+    assert figures["transfers_to_device"] == 1 and figures["transfers_to_host"] == 1
+    assert figures["executions"] == 1
+    assert figures["compiles"] + figures["memory_cache_hits"] + figures["disk_cache_hits"] == 1
+    out = io.StringIO()
+    text = torch_tpu.metrics.report(file=out)
+    assert out.getvalue().strip() == text.strip()
+    for row in (
+        "compiles",
+        "compile time",
+        "memory cache hits",
+        "disk cache hits",
+        "executions",
+        "transfers to device",
+        "transfers to host",
+        "cpu fallbacks",
+        "sync: op",
+    ):
+        assert row in text, row
+    json.dumps(figures)  # plain data
+    torch_tpu.metrics.reset()
+    assert all(v == 0 for k, v in torch_tpu.metrics.snapshot().items() if isinstance(v, (int, float)))
