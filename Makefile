@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD := build
 EXTENSION := src/torch_tpu/_C.so
 
-.PHONY: all build demo test test-python test-cpp lint format clean
+.PHONY: all build demo test test-python test-cpp lint format clean bench
 
 all: build
 
@@ -57,3 +57,6 @@ format: $(VENV)/.deps
 
 clean:
 	rm -rf $(BUILD) $(BUILD).log src/torch_tpu/_C*.so
+
+bench: build
+	$(PY) benchmarks/bench_ops.py

@@ -2,6 +2,7 @@
 // function (same argument checks and messages, output shapes and dtypes, out= resizing), reads
 // the arguments as graph values, calls the op's lowering, and writes the results through the
 // output tensors' views. Functional, in-place and out= variants share one lowering.
+#include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
@@ -16,6 +17,7 @@
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "ops/builder.h"
+#include "ops/precision.h"
 
 namespace torch_tpu::aten {
 
@@ -219,7 +221,7 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
       std::optional<at::Tensor> item = t;
       a.tensors.push_back(item && item->defined() ? ReadTensor(*item) : ir::Value{});
     }
-  } else if (IsType(schema_arg.type(), c10::TypeKind::ScalarTypeType)) {
+  } else if (IsType(schema_arg.real_type(), c10::TypeKind::ScalarTypeType)) {
     a.kind = Kind::kDType;
     a.dtype = ToDType(static_cast<at::ScalarType>(v.toInt()));
   } else if (IsType(schema_arg.type(), c10::TypeKind::GeneratorType) || v.isGenerator()) {
@@ -254,12 +256,20 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
 }
 
 // Random ops take the device generator's (seed, offset) as the last two arguments.
-void AppendRandomKey(const c10::Stack& args, const c10::FunctionSchema& schema,
+// Ops tagged nondeterministic_seeded without a Generator argument (native_dropout) draw from
+// the device's default generator.
+void AppendRandomKey(const c10::OperatorHandle& op, const c10::Stack& args,
                      c10::DeviceIndex device, ops::LoweringContext& ctx) {
+  const auto& schema = op.schema();
+  std::optional<size_t> generator_index;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    if (!IsType(schema.arguments()[i].type(), c10::TypeKind::GeneratorType)) continue;
-    const c10::IValue& v = args[i];
-    at::Generator generator = v.isNone() ? DefaultGenerator(device) : v.toGenerator();
+    if (IsType(schema.arguments()[i].type(), c10::TypeKind::GeneratorType)) generator_index = i;
+  }
+  if (!generator_index && !op.hasTag(at::Tag::nondeterministic_seeded)) return;
+  {
+    const bool explicit_generator = generator_index && !args[*generator_index].isNone();
+    at::Generator generator =
+        explicit_generator ? args[*generator_index].toGenerator() : DefaultGenerator(device);
     auto* tpu = generator.get<TpuGenerator>();
     TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1 && tpu != nullptr,
                 "Expected a 'tpu' device type for generator but found '", generator.device().type(),
@@ -272,6 +282,19 @@ void AppendRandomKey(const c10::Stack& args, const c10::FunctionSchema& schema,
       ctx.args.push_back(a);
     }
     return;
+  }
+}
+
+// torch.set_float32_matmul_precision is the precision API: medium -> DEFAULT, high -> HIGH,
+// highest -> HIGHEST (DESIGN.md, "Platforms and numerics").
+ops::Precision CurrentPrecision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::MEDIUM:
+      return ops::Precision::kDefault;
+    case at::Float32MatmulPrecision::HIGH:
+      return ops::Precision::kHigh;
+    default:
+      return ops::Precision::kHighest;
   }
 }
 
@@ -301,7 +324,10 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
   // 1. PyTorch's meta function: argument checks, output shapes and dtypes, out= resizing.
   c10::Stack meta(args.size());
-  for (size_t i = 0; i < args.size(); ++i) meta[i] = ToDevice(args[i], ToMeta);
+  for (size_t i = 0; i < args.size(); ++i) {
+    // Generators do not affect shapes, and PyTorch's Python meta functions reject them.
+    meta[i] = args[i].isGenerator() ? c10::IValue() : ToDevice(args[i], ToMeta);
+  }
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
   } catch (const c10::NotImplementedError& e) {
@@ -360,7 +386,8 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
         const at::ScalarType promoted = at::native::result_type(promotion);
         if (IsSupportedDType(promoted)) ctx.promoted = ToDType(promoted);
       }
-      AppendRandomKey(args, schema, device.index(), ctx);
+      AppendRandomKey(op, args, device.index(), ctx);
+      ops::SetMatmulPrecision(CurrentPrecision());
 
       // 4. Lower, then write each result through its output's view.
       std::vector<ir::Value> results;

@@ -1,4 +1,191 @@
-// Lowerings for the linalg op family.
-#include "ops/builder.h"
+// Lowerings for the linalg op family: mm, bmm, dot and their fused-add forms. Every product goes
+// through one helper that applies the precision mode (ops/precision.h, whose state lives here) to
+// f32 operands. Also home of PyTorch's dtype names (ops/type_names.h) for argument-check messages.
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
 
-namespace torch_tpu::ops {}  // namespace torch_tpu::ops
+#include "ops/builder.h"
+#include "ops/precision.h"
+#include "ops/type_names.h"
+
+namespace torch_tpu::ops {
+
+namespace {
+// PyTorch's default float32 matmul precision is "highest".
+std::atomic<Precision> current_precision{Precision::kHighest};
+}  // namespace
+
+Precision MatmulPrecision() { return current_precision.load(std::memory_order_relaxed); }
+void SetMatmulPrecision(Precision precision) {
+  current_precision.store(precision, std::memory_order_relaxed);
+}
+
+namespace {
+struct TypeNames {
+  DType dtype;
+  const char* scalar_type;
+  const char* cpp_type;
+};
+constexpr TypeNames kTypeNames[] = {
+    {DType::kBool, "Bool", "bool"},
+    {DType::kS8, "Char", "signed char"},
+    {DType::kS16, "Short", "short int"},
+    {DType::kS32, "Int", "int"},
+    {DType::kS64, "Long", "long int"},
+    {DType::kU8, "Byte", "unsigned char"},
+    {DType::kU16, "UInt16", "uint16_t"},
+    {DType::kU32, "UInt32", "uint32_t"},
+    {DType::kU64, "UInt64", "uint64_t"},
+    {DType::kF16, "Half", "c10::Half"},
+    {DType::kBF16, "BFloat16", "c10::BFloat16"},
+    {DType::kF32, "Float", "float"},
+    {DType::kF64, "Double", "double"},
+};
+const TypeNames& NamesOf(DType dtype) {
+  for (const TypeNames& names : kTypeNames) {
+    if (names.dtype == dtype) return names;
+  }
+  throw std::logic_error("unnamed dtype");
+}
+}  // namespace
+
+const char* ScalarTypeName(DType dtype) { return NamesOf(dtype).scalar_type; }
+const char* CppTypeName(DType dtype) { return NamesOf(dtype).cpp_type; }
+
+namespace {
+
+struct DotDims {
+  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
+};
+
+const DotDims kMatrixMatrix{{}, {}, {1}, {0}};        // [n,k] x [k,m]
+const DotDims kBatchMatrix{{0}, {0}, {2}, {1}};       // [b,n,k] x [b,k,m]
+const DotDims kVector{{}, {}, {0}, {0}};              // [k] x [k]
+const DotDims kBatchReduced{{}, {}, {0, 2}, {0, 1}};  // sum over b of [b,n,k] x [b,k,m]
+
+// dot_general; `highest` asks for full f32 arithmetic (otherwise XLA on GPU may use TF32).
+Value Dot(const Value& lhs, const Value& rhs, const DotDims& dims, DType result, bool highest) {
+  Shape shape;
+  for (int64_t d : dims.lhs_batch) shape.push_back(lhs.shape()[d]);
+  auto free_dims = [&](const Value& v, const std::vector<int64_t>& batch,
+                       const std::vector<int64_t>& contract) {
+    for (int64_t i = 0; i < v.rank(); ++i) {
+      if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
+          std::find(contract.begin(), contract.end(), i) == contract.end()) {
+        shape.push_back(v.shape()[i]);
+      }
+    }
+  };
+  free_dims(lhs, dims.lhs_batch, dims.lhs_contract);
+  free_dims(rhs, dims.rhs_batch, dims.rhs_contract);
+  std::string attributes = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " +
+                           ir::I64List(dims.lhs_batch) +
+                           ", rhs_batching_dimensions = " + ir::I64List(dims.rhs_batch) +
+                           ", lhs_contracting_dimensions = " + ir::I64List(dims.lhs_contract) +
+                           ", rhs_contracting_dimensions = " + ir::I64List(dims.rhs_contract) + ">";
+  if (highest) {
+    attributes +=
+        ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  }
+  return ir::MakeOp("stablehlo.dot_general", {lhs, rhs}, TensorType{result, shape}, attributes);
+}
+
+// An f32 value as hi + lo, both bf16: hi is x rounded, lo the rounding residual. The cross terms
+// hi * lo use `hi_finite`, with infinities and NaN zeroed (and lo is zero there), so that only
+// hi * hi carries them: inf * 0 in a cross term would turn a finite-times-inf product into NaN.
+struct SplitBF16 {
+  Value hi, lo, hi_finite;
+  explicit SplitBF16(const Value& x) {
+    hi = Convert(x, DType::kBF16);
+    Value finite = ir::MakeOp("stablehlo.is_finite", {hi}, TensorType{DType::kBool, hi.shape()});
+    Value zero = ConstantLike(0, hi);
+    lo = Select(finite, Convert(Sub(x, Convert(hi, DType::kF32)), DType::kBF16), zero);
+    hi_finite = Select(finite, hi, zero);
+  }
+};
+
+// The product of `lhs` and `rhs` in the dtype it accumulates in: f32 for floating types up to
+// f32 (arithmetic per the precision mode), f64 for f64, the operand type itself for integers
+// (wrapping, exactly as the CPU).
+Value Product(const Value& lhs, const Value& rhs, const DotDims& dims) {
+  const DType dtype = lhs.dtype();
+  if (dtype == DType::kBool) throw UnsupportedError("matrix products are not defined for bool");
+  if (ir::IsIntegral(dtype)) return Dot(lhs, rhs, dims, dtype, false);
+  if (dtype == DType::kF64) return Dot(lhs, rhs, dims, dtype, true);
+  if (dtype != DType::kF32) return Dot(lhs, rhs, dims, DType::kF32, false);  // bf16, f16
+  switch (MatmulPrecision()) {
+    case Precision::kHighest:
+      return Dot(lhs, rhs, dims, DType::kF32, true);
+    case Precision::kDefault:
+      return Dot(Convert(lhs, DType::kBF16), Convert(rhs, DType::kBF16), dims, DType::kF32, false);
+    case Precision::kHigh: {
+      const SplitBF16 l(lhs), r(rhs);
+      // The small cross terms first, so their sum is not lost against hi * hi.
+      Value cross = Add(Dot(l.hi_finite, r.lo, dims, DType::kF32, false),
+                        Dot(l.lo, r.hi_finite, dims, DType::kF32, false));
+      return Add(cross, Dot(l.hi, r.hi, dims, DType::kF32, false));
+    }
+  }
+  throw std::logic_error("unknown matmul precision");
+}
+
+// PyTorch's meta function for mm does not check dtypes; its CPU kernel does.
+void CheckSameDType(const Value& m1, const Value& m2) {
+  if (m1.dtype() != m2.dtype()) {
+    throw std::invalid_argument(
+        std::string("expected m1 and m2 to have the same dtype, but got: ") +
+        CppTypeName(m1.dtype()) + " != " + CppTypeName(m2.dtype()));
+  }
+}
+
+// Lowerings of the plain products: (lhs, rhs) -> lhs x rhs.
+template <const DotDims& dims>
+std::vector<Value> ProductLowering(LoweringContext& ctx) {
+  CheckSameDType(ctx.tensor(0), ctx.tensor(1));
+  return {Convert(Product(ctx.tensor(0), ctx.tensor(1), dims), ctx.output().dtype)};
+}
+
+// The CPU's checks, which the meta function of addbmm lacks (the others' metas check first).
+void CheckScaledAddDTypes(const Value& self, const Value& mat1, const Value& mat2) {
+  auto check = [](const char* what, const Value& a, const Value& b) {
+    if (a.dtype() != b.dtype()) {
+      throw std::invalid_argument(std::string(what) + " must have the same dtype, but got " +
+                                  ScalarTypeName(a.dtype()) + " and " + ScalarTypeName(b.dtype()));
+    }
+  };
+  check("self and mat2", self, mat2);
+  check("mat1 and mat2", mat1, mat2);
+}
+
+// Lowerings of the fused forms: (self, a, b, beta, alpha) -> beta * self + alpha * (a x b),
+// computed in the accumulation dtype and rounded once. beta == 0 ignores self, NaN included, as
+// PyTorch does; alpha and beta are runtime parameters otherwise.
+template <const DotDims& dims>
+std::vector<Value> ScaledAddLowering(LoweringContext& ctx) {
+  CheckScaledAddDTypes(ctx.tensor(0), ctx.tensor(1), ctx.tensor(2));
+  Value result = Product(ctx.tensor(1), ctx.tensor(2), dims);
+  const DType accumulation = result.dtype();
+  const Scalar beta = ctx.scalar(3), alpha = ctx.scalar(4);
+  if (!alpha.IsOne()) result = Mul(result, ctx.ScalarParameter(alpha, accumulation));
+  if (beta.ToDouble() != 0) {
+    Value self = Convert(ctx.tensor(0), accumulation);
+    if (!beta.IsOne()) self = Mul(self, ctx.ScalarParameter(beta, accumulation));
+    result = Add(self, result);
+  }
+  return {Convert(result, ctx.output().dtype)};
+}
+
+LoweringRegistrar registrar({
+    {"mm", ProductLowering<kMatrixMatrix>},
+    {"bmm", ProductLowering<kBatchMatrix>},
+    {"dot", ProductLowering<kVector>},
+    {"vdot", ProductLowering<kVector>},  // real dtypes only: no conjugation
+    {"addmm", ScaledAddLowering<kMatrixMatrix>},
+    {"addmv", ScaledAddLowering<kMatrixMatrix>},
+    {"baddbmm", ScaledAddLowering<kBatchMatrix>},
+    {"addbmm", ScaledAddLowering<kBatchReduced>},
+});
+
+}  // namespace
+}  // namespace torch_tpu::ops

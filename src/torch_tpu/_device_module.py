@@ -80,6 +80,12 @@ def get_device_properties(device=None):
 # ---- RNG ----
 
 
+def _is_in_bad_fork() -> bool:
+    """torch.manual_seed seeds device generators only through modules that answer this. The PJRT
+    client is not fork-safe either, but a forked child that never touches the device is fine."""
+    return False
+
+
 def manual_seed(seed: int) -> None:
     _C._manual_seed(current_device(), int(seed) & 0xFFFFFFFFFFFFFFFF)
 
