@@ -3,6 +3,7 @@
 // the arguments as graph values, calls the op's lowering, and writes the results through the
 // output tensors' views. Functional, in-place and out= variants share one lowering.
 #include <ATen/Context.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
@@ -298,6 +299,28 @@ ops::Precision CurrentPrecision() {
   }
 }
 
+// x[mask] has a data-dependent shape: boolean index tensors become the long indices of their
+// true elements (a host read, as on CUDA), so the meta run and the lowering see fixed shapes.
+void ExpandBooleanIndices(c10::Stack& stack, size_t begin) {
+  for (size_t i = begin; i < stack.size(); ++i) {
+    if (!stack[i].isOptionalTensorList()) continue;
+    c10::List<std::optional<at::Tensor>> expanded;
+    bool changed = false;
+    for (const auto& item : stack[i].toOptionalTensorList()) {
+      std::optional<at::Tensor> index = item;
+      if (!index || !index->defined() ||
+          (index->scalar_type() != at::kBool && index->scalar_type() != at::kByte)) {
+        expanded.push_back(index);
+        continue;
+      }
+      const at::Tensor positions = index->nonzero();  // [true elements, mask dims]
+      for (int64_t d = 0; d < index->dim(); ++d) expanded.push_back(positions.select(1, d));
+      changed = true;
+    }
+    if (changed) stack[i] = expanded;
+  }
+}
+
 void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
@@ -319,8 +342,28 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     const auto& v = (*stack)[i];
     if (v.isTensor() && !check(v.toTensor())) return CpuFallback(op, stack);
   }
+  if (lowering_name == "index") ExpandBooleanIndices(*stack, begin);
   const c10::Device device = OpDevice(*stack, begin);
   const c10::Stack args(stack->begin() + begin, stack->end());
+
+  // out= tensors get the CPU's overlap checks: meta functions do not make them (in-place ops were
+  // checked before they reached us).
+  for (size_t i = 0; i < num_arguments; ++i) {
+    const auto& schema_arg = schema.arguments()[i];
+    const auto* alias = schema_arg.alias_info();
+    if (alias == nullptr || !alias->isWrite() || !schema_arg.kwarg_only() || !args[i].isTensor()) {
+      continue;
+    }
+    const at::Tensor& out = args[i].toTensor();
+    at::assert_no_internal_overlap(out);
+    for (size_t j = 0; j < num_arguments; ++j) {
+      const auto* input_alias = schema.arguments()[j].alias_info();
+      if (j == i || !args[j].isTensor() || (input_alias != nullptr && input_alias->isWrite())) {
+        continue;
+      }
+      at::assert_no_partial_overlap(out, args[j].toTensor());
+    }
+  }
 
   // 1. PyTorch's meta function: argument checks, output shapes and dtypes, out= resizing.
   c10::Stack meta(args.size());

@@ -1,12 +1,16 @@
 // Kernels registered directly for PrivateUse1: allocation, views (metadata only), resizing,
 // copies and host reads. Every other op goes through the lowering fallback (fallback.cc).
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/InferSize.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/op_registration/adaption.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/nonzero.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
@@ -67,6 +71,13 @@ at::Tensor& SetStorage(at::Tensor& self, c10::Storage source, c10::SymInt offset
   return self;
 }
 
+// set_(storage): the whole storage as a 1-D tensor (UntypedStorage.copy_ and .cpu() use it).
+at::Tensor& SetWholeStorage(at::Tensor& self, c10::Storage source) {
+  const auto elements = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  std::vector<c10::SymInt> size{c10::SymInt(elements)}, stride{c10::SymInt(1)};
+  return SetStorage(self, std::move(source), 0, size, stride);
+}
+
 at::Tensor& SetTensor(at::Tensor& self, const at::Tensor& source) {
   if (!self.is_same(source)) {
     std::vector<c10::SymInt> sizes(source.sym_sizes().begin(), source.sym_sizes().end());
@@ -83,10 +94,29 @@ at::Tensor& SetEmpty(at::Tensor& self) {
   return SetStorage(self, storage, 0, zero, one);
 }
 
+// The checks of the CPU's copy_ (a TensorIterator with resize_outputs(false)), in its order:
+// a copy onto the same data is a no-op, overlapping memory is rejected, then shapes broadcast.
+// Both tensors may share one storage here, so these checks keep CPU semantics for aliasing.
+bool CheckCopy(const at::Tensor& self, const at::Tensor& src) {
+  if (self.is_same(src)) return false;
+  const bool same_data = self.is_alias_of(src) && self.storage_offset() == src.storage_offset() &&
+                         self.strides().equals(src.strides()) && self.sizes().equals(src.sizes()) &&
+                         self.scalar_type() == src.scalar_type();
+  if (same_data) return false;
+  at::assert_no_internal_overlap(self);
+  at::assert_no_partial_overlap(self, src);
+  const auto shape = at::infer_size_dimvector(self.sizes(), src.sizes());
+  TORCH_CHECK(c10::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+  return true;
+}
+
 at::Tensor& Copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  // Uploads finish reading host memory before returning and downloads wait for their values, so
+  // non_blocking needs nothing extra.
   (void)non_blocking;
   TORCH_CHECK(self.defined() && src.defined(), "copy_: tensors must be defined");
-  if (self.is_same(src)) return self;
+  if (!CheckCopy(self, src)) return self;
   if (self.is_privateuseone() && src.is_privateuseone()) {
     CopyTpuToTpu(self, src);
   } else if (self.is_privateuseone()) {
@@ -117,7 +147,8 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 c10::Scalar LocalScalarDense(const at::Tensor& self) {
-  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  // item() of any one-element tensor, e.g. x[1:2, 3:4], not only of 0-d ones.
+  at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));
   CopyTpuToHost(host, self);
   return host.item();
 }
@@ -135,6 +166,19 @@ at::Tensor View(const at::Tensor& self, c10::IntArrayRef size) {
   return at::native::view(self, size);
 }
 
+// Data-dependent shapes: the result's size is only known from the values, so these read the
+// values on the host (a sync, as on CUDA), then continue on the device.
+at::Tensor Nonzero(const at::Tensor& self) {
+  return self.cpu().nonzero().to(self.device());
+}
+
+at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto [values, where] = at::expand_outplace(self, mask);
+  const at::Tensor positions = Nonzero(where->reshape({-1})).select(1, 0);
+  return values->reshape({-1}).index_select(0, positions);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -143,12 +187,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("resize_", TORCH_FN(Resize));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(SetStorage));
   m.impl("set_.source_Tensor", TORCH_FN(SetTensor));
+  m.impl("set_.source_Storage", TORCH_FN(SetWholeStorage));
   m.impl("set_", TORCH_FN(SetEmpty));
   m.impl("copy_", TORCH_FN(Copy));
   m.impl("_copy_from", TORCH_FN(CopyFrom));
   m.impl("_copy_from_and_resize", TORCH_FN(CopyFromAndResize));
   m.impl("_local_scalar_dense", TORCH_FN(LocalScalarDense));
   m.impl("equal", TORCH_FN(Equal));
+  m.impl("nonzero", TORCH_FN(Nonzero));
+  m.impl("masked_select", TORCH_FN(MaskedSelect));
   m.impl("view", TORCH_FN(View));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));

@@ -4,9 +4,11 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -29,8 +31,45 @@ void* NextFakeAddress(size_t nbytes) {
   return reinterpret_cast<void*>(next.fetch_add(size + 64));
 }
 
-class TpuAllocator final : public c10::Allocator {
+// A c10::DeviceAllocator, so torch.accelerator's memory APIs work. There is no cache: PJRT
+// owns device memory, so reserved == allocated and emptyCache has nothing to release.
+class TpuAllocator final : public c10::DeviceAllocator {
  public:
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    const exec::MemoryStats& stats = exec::GetMemoryStats(device);
+    c10::CachingDeviceAllocator::DeviceStats result;
+    for (auto* bytes : {&result.allocated_bytes, &result.reserved_bytes, &result.active_bytes,
+                        &result.requested_bytes}) {
+      auto& all = (*bytes)[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+      all.current = stats.allocated.load();
+      all.peak = stats.peak.load();
+    }
+    auto& count =
+        result.allocation[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    count.allocated = stats.allocations.load();
+    count.freed = stats.frees.load();
+    count.current = count.allocated - count.freed;
+    return result;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    exec::MemoryStats& stats = exec::GetMemoryStats(device);
+    stats.allocations.store(stats.allocated.load() > 0 ? stats.allocations - stats.frees : 0);
+    stats.frees.store(0);
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    exec::MemoryStats& stats = exec::GetMemoryStats(device);
+    stats.peak.store(stats.allocated.load());
+  }
+  // (free, total). The CPU plugin's memory is host memory.
+  // TODO(device memory): ask PJRT_Device_MemoryStats on plugins that report a bytes limit.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex) override {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+    return {page * static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)),
+            page * static_cast<size_t>(sysconf(_SC_PHYS_PAGES))};
+  }
   c10::DataPtr allocate(size_t nbytes) override {
     const c10::DeviceIndex device = CurrentDeviceIndex();
     auto* storage = new exec::DeviceStorage(nbytes, device);
@@ -45,10 +84,11 @@ class TpuAllocator final : public c10::Allocator {
 
 }  // namespace
 
-c10::Allocator* GetTpuAllocator() {
-  static TpuAllocator allocator;
-  return &allocator;
-}
+// Registered as the PrivateUse1 allocator: torch.accelerator's memory APIs look it up.
+TpuAllocator g_tpu_allocator;
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_tpu_allocator);
+
+c10::Allocator* GetTpuAllocator() { return &g_tpu_allocator; }
 
 exec::DeviceStorage* StorageOf(const c10::Storage& storage) {
   void* context = storage.data_ptr().get_context();
@@ -356,6 +396,10 @@ void CopyTpuToHost(const at::Tensor& dst, const at::Tensor& src) {
     FinishWrites({StorageOf(source)});
   }
   exec::DeviceStorage* storage = StorageOf(source);
+  if (!storage->initialized()) {
+    dst.zero_();  // never written: an unwritten storage reads as zeros
+    return;
+  }
   SyncForHostRead(storage);
   at::Tensor host = at::empty(source.sizes(), source.options().device(c10::kCPU));
   Translate([&] { exec::CopyToHost(*storage, host.data_ptr(), host.nbytes()); });
@@ -376,10 +420,13 @@ void CopyTpuToTpu(const at::Tensor& dst, const at::Tensor& src) {
     SyncForHostRead(from);
     source =
         EmptyTpu(compact.sizes(), compact.strides(), compact.scalar_type(), dst.device().index());
-    Translate([&] {
-      auto copied = from->buffer()->CopyToDevice(exec::GetDevice(dst.device().index()));
-      StorageOf(source)->SetBuffer(std::move(copied), from->element_type());
-    });
+    // A never-written source stays unwritten on the destination device (it reads as zeros).
+    if (from->initialized()) {
+      Translate([&] {
+        auto copied = from->buffer()->CopyToDevice(exec::GetDevice(dst.device().index()));
+        StorageOf(source)->SetBuffer(std::move(copied), from->element_type());
+      });
+    }
   }
   Translate([&] {
     WriteTensor(dst, ReadTensor(source));

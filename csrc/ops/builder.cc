@@ -11,6 +11,15 @@ Value Convert(const Value& value, DType dtype) {
     // PyTorch's cast to bool is "!= 0", whereas a StableHLO convert would truncate.
     return Compare(value, ConstantLike(0, value), "NE");
   }
+  // A StableHLO convert saturates out-of-range floats; PyTorch's casts do not. Float to uint8
+  // goes through int64, as c10's static_cast_with_inter_type defines it (-3.7 -> 253); float to
+  // int8/int16 through int32, which is what the CPU produces out of range (200.3 -> -56).
+  if (ir::IsFloating(value.dtype())) {
+    if (dtype == DType::kU8) return Convert(Convert(value, DType::kS64), dtype);
+    if (dtype == DType::kS8 || dtype == DType::kS16) {
+      return Convert(Convert(value, DType::kS32), dtype);
+    }
+  }
   return ir::MakeOp("stablehlo.convert", {value}, TensorType{dtype, value.shape()});
 }
 

@@ -1,6 +1,6 @@
 // Lowerings for the linalg op family: mm, bmm, dot and their fused-add forms. Every product goes
 // through one helper that applies the precision mode (ops/precision.h, whose state lives here) to
-// f32 operands. Also home of PyTorch's dtype names (ops/type_names.h) for argument-check messages.
+// f32 operands.
 #include <algorithm>
 #include <atomic>
 #include <stdexcept>
@@ -20,38 +20,6 @@ Precision MatmulPrecision() { return current_precision.load(std::memory_order_re
 void SetMatmulPrecision(Precision precision) {
   current_precision.store(precision, std::memory_order_relaxed);
 }
-
-namespace {
-struct TypeNames {
-  DType dtype;
-  const char* scalar_type;
-  const char* cpp_type;
-};
-constexpr TypeNames kTypeNames[] = {
-    {DType::kBool, "Bool", "bool"},
-    {DType::kS8, "Char", "signed char"},
-    {DType::kS16, "Short", "short int"},
-    {DType::kS32, "Int", "int"},
-    {DType::kS64, "Long", "long int"},
-    {DType::kU8, "Byte", "unsigned char"},
-    {DType::kU16, "UInt16", "uint16_t"},
-    {DType::kU32, "UInt32", "uint32_t"},
-    {DType::kU64, "UInt64", "uint64_t"},
-    {DType::kF16, "Half", "c10::Half"},
-    {DType::kBF16, "BFloat16", "c10::BFloat16"},
-    {DType::kF32, "Float", "float"},
-    {DType::kF64, "Double", "double"},
-};
-const TypeNames& NamesOf(DType dtype) {
-  for (const TypeNames& names : kTypeNames) {
-    if (names.dtype == dtype) return names;
-  }
-  throw std::logic_error("unnamed dtype");
-}
-}  // namespace
-
-const char* ScalarTypeName(DType dtype) { return NamesOf(dtype).scalar_type; }
-const char* CppTypeName(DType dtype) { return NamesOf(dtype).cpp_type; }
 
 namespace {
 

@@ -1,5 +1,4 @@
 // PyTorch's names for dtypes, for argument-check messages that must read exactly as the CPU's.
-// (Defined in linalg.cc; a candidate for builder.h.)
 #pragma once
 
 #include "ir/graph.h"

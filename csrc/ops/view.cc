@@ -43,6 +43,18 @@ bool IsNested(const std::vector<Dim>& dims) {
   return true;
 }
 
+// No two elements share a storage element: each stride (in decreasing order) exceeds the reach of
+// all the smaller-stride dims. A sufficient check; PyTorch's own overlap check gives up on the
+// layouts it cannot prove, and then lets the write through.
+bool IsProvablyUnique(const std::vector<Dim>& dims) {
+  int64_t reach = 0;
+  for (auto dim = dims.rbegin(); dim != dims.rend(); ++dim) {
+    if (dim->stride <= reach) return false;
+    reach += (dim->size - 1) * dim->stride;
+  }
+  return true;
+}
+
 int64_t Span(const std::vector<Dim>& dims) {
   int64_t span = 1;
   for (const Dim& d : dims) span += (d.size - 1) * d.stride;
@@ -199,7 +211,8 @@ Value WriteView(const Value& storage_value, const Value& update, const Shape& si
   bool has_broadcast = false;
   std::vector<Dim> dims = RealDims(sizes, strides, &has_broadcast);
   if (has_broadcast || !IsNested(dims)) {
-    // PyTorch rejects writes through overlapping views before we get here, so scatter is exact.
+    // Overlapping writes are undefined in PyTorch, but scatter's unique_indices promise must hold.
+    const bool unique = !has_broadcast && IsProvablyUnique(dims);
     const int64_t count = ir::NumElements(sizes);
     Value indices = Reshape(ElementIndices(sizes, strides, offset), {count, 1});
     TensorType scalar{dtype, {}};
@@ -208,7 +221,8 @@ Value WriteView(const Value& storage_value, const Value& update, const Shape& si
     return finish(ir::MakeMultiOp(
         "stablehlo.scatter", {storage, indices, Reshape(update, {count})}, {storage.type()},
         "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
-        "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = true",
+        "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = " +
+            std::string(unique ? "true" : "false"),
         {std::move(body)})[0]);
   }
   // Bring the update into the sorted layout.

@@ -1,0 +1,41 @@
+#include "ops/type_names.h"
+
+#include <stdexcept>
+
+namespace torch_tpu::ops {
+
+using ir::DType;
+
+namespace {
+struct TypeNames {
+  DType dtype;
+  const char* scalar_type;
+  const char* cpp_type;
+};
+constexpr TypeNames kTypeNames[] = {
+    {DType::kBool, "Bool", "bool"},
+    {DType::kS8, "Char", "signed char"},
+    {DType::kS16, "Short", "short int"},
+    {DType::kS32, "Int", "int"},
+    {DType::kS64, "Long", "long int"},
+    {DType::kU8, "Byte", "unsigned char"},
+    {DType::kU16, "UInt16", "uint16_t"},
+    {DType::kU32, "UInt32", "uint32_t"},
+    {DType::kU64, "UInt64", "uint64_t"},
+    {DType::kF16, "Half", "c10::Half"},
+    {DType::kBF16, "BFloat16", "c10::BFloat16"},
+    {DType::kF32, "Float", "float"},
+    {DType::kF64, "Double", "double"},
+};
+const TypeNames& NamesOf(DType dtype) {
+  for (const TypeNames& names : kTypeNames) {
+    if (names.dtype == dtype) return names;
+  }
+  throw std::logic_error("unnamed dtype");
+}
+}  // namespace
+
+const char* ScalarTypeName(DType dtype) { return NamesOf(dtype).scalar_type; }
+const char* CppTypeName(DType dtype) { return NamesOf(dtype).cpp_type; }
+
+}  // namespace torch_tpu::ops
