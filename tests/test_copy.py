@@ -469,8 +469,6 @@ def test_numpy_raises_like_other_devices():
     assert (tpu.cpu().numpy() == tpu.cpu().numpy()).all()
 
 
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int64, torch.bool], ids=_name)
 def test_equal_matches_cpu(dtype):
     a = make((3, 4), dtype)

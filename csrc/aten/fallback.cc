@@ -150,10 +150,11 @@ void CpuFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
 at::Tensor ToMeta(const at::Tensor& t) {
   if (!t.defined()) return t;
-  if (t.is_cpu() && t.dim() == 0) return t;  // CPU scalars mix with any device, as in PyTorch
+  // Wrapped Python numbers stay on the CPU (meta functions may read their value); other 0-d CPU
+  // tensors, which mix with any device in PyTorch, become meta so Python meta functions that
+  // compare devices (masked_fill's) accept them as the CPU and CUDA kernels do.
+  if (t.is_cpu() && t.dim() == 0 && t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
   at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  if (t.unsafeGetTensorImpl()->is_wrapped_number())
-    meta.unsafeGetTensorImpl()->set_wrapped_number(true);
   return meta;
 }
 
@@ -213,6 +214,10 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
     if (!t.defined()) return a;
     a.kind = Kind::kTensor;
     a.tensor = ReadTensor(t);
+    if (t.is_cpu() && t.dim() == 0) {
+      a.host_scalar = true;
+      a.scalar = ToScalar(t.item());
+    }
   } else if (v.isTensorList()) {
     a.kind = Kind::kTensorList;
     for (const auto& t : v.toTensorList()) a.tensors.push_back(ReadTensor(t));
@@ -259,8 +264,8 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
 // Random ops take the device generator's (seed, offset) as the last two arguments.
 // Ops tagged nondeterministic_seeded without a Generator argument (native_dropout) draw from
 // the device's default generator.
-void AppendRandomKey(const c10::OperatorHandle& op, const c10::Stack& args,
-                     c10::DeviceIndex device, ops::LoweringContext& ctx) {
+void AppendRandomKey(const c10::OperatorHandle& op, const c10::Stack& args, c10::DeviceIndex device,
+                     ops::LoweringContext& ctx) {
   const auto& schema = op.schema();
   std::optional<size_t> generator_index;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {

@@ -168,9 +168,7 @@ at::Tensor View(const at::Tensor& self, c10::IntArrayRef size) {
 
 // Data-dependent shapes: the result's size is only known from the values, so these read the
 // values on the host (a sync, as on CUDA), then continue on the device.
-at::Tensor Nonzero(const at::Tensor& self) {
-  return self.cpu().nonzero().to(self.device());
-}
+at::Tensor Nonzero(const at::Tensor& self) { return self.cpu().nonzero().to(self.device()); }
 
 at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");

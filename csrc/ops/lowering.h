@@ -45,6 +45,9 @@ struct Argument {
   Value tensor;
   std::vector<Value> tensors;
   Scalar scalar;  // kScalar, kInt, kDouble, kBool all fill this too
+  // A kTensor that is a 0-d CPU tensor (a wrapped Python number): `scalar` holds its value, so
+  // value(i, dtype) makes the parameter in dtype directly, and `3` and `0.5` share one program.
+  bool host_scalar = false;
   std::vector<int64_t> ints;
   std::string text;
   DType dtype = DType::kF32;

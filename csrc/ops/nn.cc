@@ -18,8 +18,8 @@ std::vector<Value> ThresholdBackwardLowering(LoweringContext& ctx) {
   Value self = ctx.value(1, t);
   Value above = Compare(self, ctx.value(2, t), "GT");
   Value zeros = Constant(0, t, ctx.output().shape);
-  return {Select(BroadcastTo(above, ctx.output().shape), BroadcastTo(grad, ctx.output().shape),
-                 zeros)};
+  return {
+      Select(BroadcastTo(above, ctx.output().shape), BroadcastTo(grad, ctx.output().shape), zeros)};
 }
 
 LoweringRegistrar registrar({

@@ -45,7 +45,7 @@ Value LoweringContext::tensor(size_t i) const {
 
 Value LoweringContext::value(size_t i, DType dtype) const {
   const Argument& a = arg(i);
-  if (a.kind == Argument::Kind::kTensor) return Convert(a.tensor, dtype);
+  if (a.kind == Argument::Kind::kTensor && !a.host_scalar) return Convert(a.tensor, dtype);
   return ScalarParameter(a.scalar, dtype);
 }
 
