@@ -46,8 +46,8 @@ def warm(repeats: int) -> None:
     for name, (make_inputs, op) in CASES.items():
         cpu_inputs = make_inputs()
         tpu_inputs = [t.to("tpu") for t in cpu_inputs]
-        cpu = median_seconds(lambda: op(*cpu_inputs), lambda: None, repeats)
-        tpu = median_seconds(lambda: op(*tpu_inputs), torch.tpu.synchronize, repeats)
+        cpu = median_seconds(lambda op=op, a=cpu_inputs: op(*a), lambda: None, repeats)
+        tpu = median_seconds(lambda op=op, a=tpu_inputs: op(*a), torch.tpu.synchronize, repeats)
         print(f"{name:<12} {cpu * 1e6:>10.1f} {tpu * 1e6:>10.1f} {tpu / cpu:>8.1f}")
 
 
