@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "aten/generator.h"
+#include "aten/meta_cache.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "ops/builder.h"
@@ -326,6 +327,33 @@ void ExpandBooleanIndices(c10::Stack& stack, size_t begin) {
   }
 }
 
+// The argument a result aliases and writes (in-place and out= ops), or -1 for a fresh result.
+int WrittenArgument(const c10::FunctionSchema& schema, size_t result) {
+  const auto* alias = schema.returns()[result].alias_info();
+  if (alias == nullptr || !alias->isWrite()) return -1;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto* arg_alias = schema.arguments()[i].alias_info();
+    if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets()) {
+      return static_cast<int>(i);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, "no argument aliases result ", result, " of ", schema.name());
+}
+
+bool WriteTargetsMatch(const c10::FunctionSchema& schema, const c10::Stack& args,
+                       const std::vector<MetaOutput>& outputs) {
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    const int i = WrittenArgument(schema, r);
+    if (i < 0) continue;
+    const at::Tensor& target = args[i].toTensor();
+    if (target.sizes() != c10::IntArrayRef(outputs[r].sizes) ||
+        target.strides() != c10::IntArrayRef(outputs[r].strides)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
@@ -371,47 +399,55 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   }
 
   // 1. PyTorch's meta function: argument checks, output shapes and dtypes, out= resizing.
-  c10::Stack meta(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    // Generators do not affect shapes, and PyTorch's Python meta functions reject them.
-    meta[i] = args[i].isGenerator() ? c10::IValue() : ToDevice(args[i], ToMeta);
-  }
-  try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
-  } catch (const c10::NotImplementedError& e) {
-    if (CpuFallbackEnabled()) return CpuFallback(op, stack);
-    ReportUnsupported(op, *stack, begin, "it has no meta function");
+  // Memoized on the arguments' metadata (aten/meta_cache.h).
+  const size_t num_returns = schema.returns().size();
+  const std::optional<std::string> meta_key = MetaKey(op, args);
+  std::optional<std::vector<MetaOutput>> meta_outputs;
+  if (meta_key) meta_outputs = FindMeta(*meta_key);
+  // A hit that would resize an out= argument runs the meta function anyway, for its warning.
+  if (meta_outputs && !WriteTargetsMatch(schema, args, *meta_outputs)) meta_outputs.reset();
+  if (!meta_outputs) {
+    c10::Stack meta(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      // Generators do not affect shapes, and PyTorch's Python meta functions reject them.
+      meta[i] = args[i].isGenerator() ? c10::IValue() : ToDevice(args[i], ToMeta);
+    }
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    } catch (const c10::NotImplementedError& e) {
+      if (CpuFallbackEnabled()) return CpuFallback(op, stack);
+      ReportUnsupported(op, *stack, begin, "it has no meta function");
+    }
+    meta_outputs.emplace();
+    for (size_t r = 0; r < num_returns; ++r) {
+      if (!meta[r].isTensor()) ReportUnsupported(op, *stack, begin, "non-tensor results");
+      const at::Tensor& m = meta[r].toTensor();
+      meta_outputs->push_back({m.sizes().vec(), m.strides().vec(), m.scalar_type()});
+    }
+    if (meta_key) StoreMeta(*meta_key, *meta_outputs);
   }
 
   // 2. Output tensors: in-place/out= arguments (resized as the meta run did), or fresh ones.
-  const size_t num_returns = schema.returns().size();
   std::vector<at::Tensor> targets;
   ops::LoweringContext ctx;
   ctx.name = lowering_name;
   ctx.overload = op.operator_name().overload_name;
   ctx.make_scalar_parameter = ScalarParameter;
   for (size_t r = 0; r < num_returns; ++r) {
-    if (!meta[r].isTensor()) ReportUnsupported(op, *stack, begin, "non-tensor results");
-    const at::Tensor& m = meta[r].toTensor();
-    const auto* alias = schema.returns()[r].alias_info();
+    const MetaOutput& m = (*meta_outputs)[r];
+    const int write_argument = WrittenArgument(schema, r);
     at::Tensor target;
-    if (alias != nullptr && alias->isWrite()) {
-      for (size_t i = 0; i < num_arguments; ++i) {
-        const auto* arg_alias = schema.arguments()[i].alias_info();
-        if (arg_alias != nullptr && arg_alias->beforeSets() == alias->beforeSets())
-          target = args[i].toTensor();
-      }
-      TORCH_INTERNAL_ASSERT(target.defined(), "no argument aliases result ", r, " of ",
-                            QualifiedName(op));
-      if (target.sizes() != m.sizes() || target.strides() != m.strides()) {
-        ResizeTpu(target, m.sizes(), m.strides());
+    if (write_argument >= 0) {
+      target = args[write_argument].toTensor();
+      if (target.sizes() != c10::IntArrayRef(m.sizes) ||
+          target.strides() != c10::IntArrayRef(m.strides)) {
+        ResizeTpu(target, m.sizes, m.strides);
       }
     } else {
-      target = EmptyTpu(m.sizes(), m.strides(), m.scalar_type(), device.index());
+      target = EmptyTpu(m.sizes, m.strides, m.dtype, device.index());
     }
     targets.push_back(target);
-    ctx.outputs.push_back(
-        ir::TensorType{ToDType(m.scalar_type()), ir::Shape(m.sizes().begin(), m.sizes().end())});
+    ctx.outputs.push_back(ir::TensorType{ToDType(m.dtype), ir::Shape(m.sizes)});
   }
 
   bool any_elements = false;
