@@ -216,7 +216,7 @@ std::vector<int64_t> NormalizeDims(const std::vector<int64_t>& dims, int64_t ran
 
 Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
                  const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
-                 const std::vector<int64_t>& rhs_contract, DType result) {
+                 const std::vector<int64_t>& rhs_contract, DType result, bool highest) {
   Shape shape;
   for (int64_t d : lhs_batch) shape.push_back(lhs.shape()[d]);
   auto free_dims = [&](const Value& v, const std::vector<int64_t>& batch,
@@ -235,6 +235,10 @@ Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>&
       ", rhs_batching_dimensions = " + ir::I64List(rhs_batch) +
       ", lhs_contracting_dimensions = " + ir::I64List(lhs_contract) +
       ", rhs_contracting_dimensions = " + ir::I64List(rhs_contract) + ">";
+  if (highest) {
+    attributes +=
+        ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
+  }
   return ir::MakeOp("stablehlo.dot_general", {lhs, rhs}, TensorType{result, shape}, attributes);
 }
 

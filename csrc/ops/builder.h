@@ -31,6 +31,8 @@ Value Add(const Value& a, const Value& b);
 Value Sub(const Value& a, const Value& b);
 Value Mul(const Value& a, const Value& b);
 Value Div(const Value& a, const Value& b);
+// Plain stablehlo.maximum/minimum: the XLA CPU plugin may drop a NaN in the second operand, so
+// ops that must propagate NaN as PyTorch does use elementwise.cc's own forms.
 Value Max(const Value& a, const Value& b);
 Value Min(const Value& a, const Value& b);
 // direction: EQ, NE, LT, LE, GT, GE. Result is bool.
@@ -49,9 +51,10 @@ Value KeepDims(const Value& reduced, const Shape& input_shape, const std::vector
 int64_t NormalizeDim(int64_t dim, int64_t rank);
 std::vector<int64_t> NormalizeDims(const std::vector<int64_t>& dims, int64_t rank);
 
-// dot_general with the precision mode's arithmetic applied by the caller.
+// dot_general with the precision mode's arithmetic applied by the caller; `highest` asks for
+// full f32 arithmetic (otherwise XLA on GPU may use TF32).
 Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
                  const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
-                 const std::vector<int64_t>& rhs_contract, DType result);
+                 const std::vector<int64_t>& rhs_contract, DType result, bool highest = false);
 
 }  // namespace torch_tpu::ops

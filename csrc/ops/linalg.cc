@@ -32,31 +32,9 @@ const DotDims kBatchMatrix{{0}, {0}, {2}, {1}};       // [b,n,k] x [b,k,m]
 const DotDims kVector{{}, {}, {0}, {0}};              // [k] x [k]
 const DotDims kBatchReduced{{}, {}, {0, 2}, {0, 1}};  // sum over b of [b,n,k] x [b,k,m]
 
-// dot_general; `highest` asks for full f32 arithmetic (otherwise XLA on GPU may use TF32).
 Value Dot(const Value& lhs, const Value& rhs, const DotDims& dims, DType result, bool highest) {
-  Shape shape;
-  for (int64_t d : dims.lhs_batch) shape.push_back(lhs.shape()[d]);
-  auto free_dims = [&](const Value& v, const std::vector<int64_t>& batch,
-                       const std::vector<int64_t>& contract) {
-    for (int64_t i = 0; i < v.rank(); ++i) {
-      if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
-          std::find(contract.begin(), contract.end(), i) == contract.end()) {
-        shape.push_back(v.shape()[i]);
-      }
-    }
-  };
-  free_dims(lhs, dims.lhs_batch, dims.lhs_contract);
-  free_dims(rhs, dims.rhs_batch, dims.rhs_contract);
-  std::string attributes = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " +
-                           ir::I64List(dims.lhs_batch) +
-                           ", rhs_batching_dimensions = " + ir::I64List(dims.rhs_batch) +
-                           ", lhs_contracting_dimensions = " + ir::I64List(dims.lhs_contract) +
-                           ", rhs_contracting_dimensions = " + ir::I64List(dims.rhs_contract) + ">";
-  if (highest) {
-    attributes +=
-        ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
-  }
-  return ir::MakeOp("stablehlo.dot_general", {lhs, rhs}, TensorType{result, shape}, attributes);
+  return DotGeneral(lhs, rhs, dims.lhs_batch, dims.rhs_batch, dims.lhs_contract, dims.rhs_contract,
+                    result, highest);
 }
 
 // An f32 value as hi + lo, both bf16: hi is x rounded, lo the rounding residual. The cross terms
