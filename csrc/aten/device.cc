@@ -116,8 +116,10 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
     return at::make_generator<TpuGenerator>(device_index < 0 ? CurrentDeviceIndex() : device_index);
   }
-  at::Device getDeviceFromPtr(void*) const override {
-    return c10::Device(kTpu, CurrentDeviceIndex());
+  at::Device getDeviceFromPtr(void* data) const override {
+    const std::optional<c10::DeviceIndex> device = DeviceOfAddress(data);
+    TORCH_CHECK(device.has_value(), "pointer ", data, " was not allocated on a tpu device");
+    return c10::Device(kTpu, *device);
   }
   bool isPinnedPtr(const void* data) const override {
     return PinnedHostAllocator::Get().Contains(data);

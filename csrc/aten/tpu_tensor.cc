@@ -10,6 +10,7 @@
 #include <c10/util/Half.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 
@@ -25,10 +26,18 @@ thread_local c10::DeviceIndex g_current_device = 0;
 void DeleteStorage(void* context) { delete static_cast<exec::DeviceStorage*>(context); }
 
 // Storages get unique, never-dereferenced addresses so PyTorch's alias and overlap checks work.
-void* NextFakeAddress(size_t nbytes) {
-  static std::atomic<uint64_t> next{uint64_t{1} << 44};
+// Each device has its own 2^58-byte range, so an address also tells its device
+// (getDeviceFromPtr); a range lasts for 2^58 bytes of allocations, far beyond any run.
+constexpr int kAddressRangeBits = 58;
+constexpr int kMaxAddressedDevices = 31;  // ranges 1..31, below 2^63
+
+void* NextFakeAddress(size_t nbytes, c10::DeviceIndex device) {
+  static std::array<std::atomic<uint64_t>, kMaxAddressedDevices> used{};
+  TORCH_CHECK(device >= 0 && device < kMaxAddressedDevices, "torch_tpu supports at most ",
+              kMaxAddressedDevices, " devices per process");
   const uint64_t size = (static_cast<uint64_t>(nbytes) + 127) & ~uint64_t{63};
-  return reinterpret_cast<void*>(next.fetch_add(size + 64));
+  const uint64_t base = static_cast<uint64_t>(device + 1) << kAddressRangeBits;
+  return reinterpret_cast<void*>(base + used[device].fetch_add(size + 64));
 }
 
 // A c10::DeviceAllocator, so torch.accelerator's memory APIs work. There is no cache: PJRT
@@ -73,7 +82,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     const c10::DeviceIndex device = CurrentDeviceIndex();
     auto* storage = new exec::DeviceStorage(nbytes, device);
-    return c10::DataPtr(NextFakeAddress(nbytes), storage, &DeleteStorage,
+    return c10::DataPtr(NextFakeAddress(nbytes, device), storage, &DeleteStorage,
                         c10::Device(c10::DeviceType::PrivateUse1, device));
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
@@ -89,6 +98,12 @@ TpuAllocator g_tpu_allocator;
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_tpu_allocator);
 
 c10::Allocator* GetTpuAllocator() { return &g_tpu_allocator; }
+
+std::optional<c10::DeviceIndex> DeviceOfAddress(const void* address) {
+  const uint64_t range = reinterpret_cast<uint64_t>(address) >> kAddressRangeBits;
+  if (range < 1 || range > kMaxAddressedDevices) return std::nullopt;
+  return static_cast<c10::DeviceIndex>(range - 1);
+}
 
 exec::DeviceStorage* StorageOf(const c10::Storage& storage) {
   void* context = storage.data_ptr().get_context();

@@ -11,6 +11,8 @@
 namespace torch_tpu::aten {
 
 c10::Allocator* GetTpuAllocator();
+// The device whose allocator handed out `address` (a tpu data pointer), if any.
+std::optional<c10::DeviceIndex> DeviceOfAddress(const void* address);
 exec::DeviceStorage* StorageOf(const at::Tensor& tensor);
 exec::DeviceStorage* StorageOf(const c10::Storage& storage);
 
