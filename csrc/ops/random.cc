@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "ops/builder.h"
+#include "ops/random_bits.h"
 #include "ops/type_names.h"
 
 namespace torch_tpu::ops {
@@ -103,6 +104,8 @@ Value RandomBits(const LoweringContext& ctx, const Shape& shape, DType bits_dtyp
                          "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>")[1];
 }
 
+}  // namespace
+
 // Uniform floats k * 2^-digits in [0, 1) of `compute` (f32 or f64), like the CPU's
 // uniform_real: the top `digits` bits of each random word, so every value is exact.
 Value UniformUnit(const LoweringContext& ctx, const Shape& shape, DType compute, int digits) {
@@ -112,6 +115,8 @@ Value UniformUnit(const LoweringContext& ctx, const Shape& shape, DType compute,
                       IntegerConstant(width - digits, bits_dtype));
   return Mul(Convert(bits, compute), ScalarConstant(std::ldexp(1.0, -digits), compute));
 }
+
+namespace {
 
 // The largest value of x's float type below the 0-d x (for x = 0: the negative subnormal).
 Value PreviousFloat(const Value& x) {

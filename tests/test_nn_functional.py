@@ -1,0 +1,480 @@
+"""torch.nn.functional on tpu: activations, dropout, embedding and losses, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TPU, assert_close, make, noncontiguous
+
+FLOATS = [torch.float32, torch.bfloat16, torch.float16]
+TRAINING_FLOATS = [torch.float32, torch.bfloat16]
+
+
+def run_both(fn, inputs, grad_of=(0,), noncontiguous_inputs=False, **tolerance):
+    """Runs fn on CPU and tpu copies of inputs; compares the outputs and the grads of grad_of."""
+    cpu = [t.clone().requires_grad_(i in grad_of) for i, t in enumerate(inputs)]
+    leaves = [t.to(TPU).requires_grad_(i in grad_of) for i, t in enumerate(inputs)]
+    tpu = [noncontiguous(t) if noncontiguous_inputs and t.dim() > 0 else t for t in leaves]
+    expected = fn(*cpu)
+    actual = fn(*tpu)
+    assert_close(actual, expected, **tolerance)
+    if grad_of:
+        seed = make(expected.shape, expected.dtype, low=-1, high=1)
+        expected.backward(seed)
+        actual.backward(seed.to(TPU))
+        for i in grad_of:
+            assert_close(leaves[i].grad, cpu[i].grad, **tolerance)
+    return actual
+
+
+# ---- activations ----
+
+ACTIVATIONS = {
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "softplus": F.softplus,
+    "softplus_beta": lambda x: F.softplus(x, beta=2.0, threshold=3.0),
+    "leaky_relu": F.leaky_relu,
+    "leaky_relu_slope": lambda x: F.leaky_relu(x, 0.2),
+    "elu": F.elu,
+    "elu_alpha": lambda x: F.elu(x, alpha=0.5),
+    "selu": F.selu,
+    "celu": lambda x: F.celu(x, alpha=1.5),
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "mish": F.mish,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "hardtanh": F.hardtanh,
+    "hardtanh_bounds": lambda x: F.hardtanh(x, -0.5, 2.0),
+    "relu6": F.relu6,
+    "logsigmoid": F.logsigmoid,
+    "relu": F.relu,
+}
+
+
+# XLA's CPU compile of mish_backward from float16 inputs is off by up to 3 ulp (the same program
+# from float32 inputs is exact); reported to the lead, not hidden by a wider tolerance.
+KNOWN_BAD = {("mish", torch.float16)}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_forward_and_backward(name, dtype):
+    if (name, dtype) in KNOWN_BAD:
+        pytest.skip("mish_backward in float16 is inaccurate (see KNOWN_BAD)")
+    x = make((4, 33), dtype, low=-6, high=6)
+    run_both(ACTIVATIONS[name], [x])
+
+
+def test_hardswish_backward_at_the_kinks():
+    for dtype in FLOATS:
+        x = torch.tensor([-3.0, -2.5, 0.0, 2.5, 3.0, 3.5], dtype=dtype)
+        run_both(F.hardswish, [x])
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_noncontiguous(name):
+    run_both(ACTIVATIONS[name], [make((6, 5))], noncontiguous_inputs=True)
+
+
+@pytest.mark.parametrize("name", ["gelu", "silu", "mish", "softplus"])
+def test_activation_0d(name):
+    run_both(ACTIVATIONS[name], [make(())])
+
+
+def test_activation_inplace_variants():
+    for fn in [
+        lambda x: F.leaky_relu(x, 0.1, inplace=True),
+        lambda x: F.elu(x, inplace=True),
+        lambda x: F.hardtanh(x, -1.0, 0.5, inplace=True),
+        lambda x: F.silu(x, inplace=True),
+        lambda x: F.hardswish(x, inplace=True),
+        lambda x: F.mish(x, inplace=True),
+    ]:
+        x = make((3, 7))
+        expected = x.clone()
+        fn(expected)
+        actual = x.to(TPU)
+        result = fn(actual)
+        assert result is actual
+        assert_close(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "op, args",
+    [
+        (torch.ops.aten.gelu.out, {}),
+        (torch.ops.aten.silu.out, {}),
+        (torch.ops.aten.softplus.out, {"beta": 1.5, "threshold": 10.0}),
+        (torch.ops.aten.leaky_relu.out, {"negative_slope": 0.3}),
+    ],
+)
+def test_activation_out(op, args):
+    x = make((5, 4))
+    expected = torch.empty(5, 4)
+    op(x, **args, out=expected)
+    actual = torch.empty(5, 4, device=TPU)
+    op(x.to(TPU), **args, out=actual)
+    assert_close(actual, expected)
+
+
+def test_activation_backward_ops_directly():
+    grad, x = make((4, 5)), make((4, 5))
+    y = torch.tanh(x)
+    assert_close(torch.ops.aten.tanh_backward(grad.to(TPU), y.to(TPU)), torch.ops.aten.tanh_backward(grad, y))
+    s = torch.sigmoid(x)
+    assert_close(torch.ops.aten.sigmoid_backward(grad.to(TPU), s.to(TPU)), torch.ops.aten.sigmoid_backward(grad, s))
+    # elu_backward from the result (the in-place elu's path) as well as from the input.
+    for is_result in (False, True):
+        source = F.elu(x) if is_result else x
+        args = (1.0, 1.0, 1.0, is_result)
+        assert_close(
+            torch.ops.aten.elu_backward(grad.to(TPU), *args, source.to(TPU)),
+            torch.ops.aten.elu_backward(grad, *args, source),
+        )
+
+
+def test_activation_integer_input_is_rejected():
+    x = torch.arange(4)
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        F.gelu(x)
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        F.gelu(x.to(TPU))
+
+
+def test_hardtanh_integer():
+    x = make((3, 4), torch.int64)
+    assert_close(F.hardtanh(x.to(TPU), -5, 7), F.hardtanh(x, -5, 7))
+
+
+def test_gelu_bad_approximate():
+    x = make((3,))
+    with pytest.raises(RuntimeError, match="approximate argument must be either"):
+        F.gelu(x, approximate="fast")
+    with pytest.raises(RuntimeError, match="approximate argument must be either"):
+        F.gelu(x.to(TPU), approximate="fast")
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+def test_xlogy(dtype):
+    x = make((4, 5), dtype, low=0, high=3)
+    x[0, :2] = 0
+    y = make((5,), dtype, low=0.1, high=3)
+    y[1] = float("nan")
+    assert_close(torch.xlogy(x.to(TPU), y.to(TPU)), torch.xlogy(x, y))
+    assert_close(torch.xlogy(2.0, y.to(TPU)), torch.xlogy(2.0, y))
+    assert_close(torch.xlogy(x.to(TPU), 3), torch.xlogy(x, 3))
+    ints = make((4,), torch.int64, low=0, high=4)
+    assert_close(torch.xlogy(ints.to(TPU), ints.to(TPU)), torch.xlogy(ints, ints))
+
+
+# ---- dropout ----
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
+def test_dropout_statistics(p):
+    x = torch.rand(256, 256) + 0.5
+    y = F.dropout(x.to(TPU), p=p, training=True).cpu()
+    zeroed = y == 0
+    assert abs(zeroed.float().mean().item() - p) < 0.01
+    torch.testing.assert_close(y[~zeroed], x[~zeroed] / (1 - p))
+
+
+def test_dropout_eval_and_edge_probabilities():
+    x = make((8, 9))
+    assert_close(F.dropout(x.to(TPU), p=0.5, training=False), x)
+    assert_close(F.dropout(x.to(TPU), p=0.0, training=True), x)
+    assert_close(F.dropout(x.to(TPU), p=1.0, training=True), torch.zeros(8, 9))
+    module = torch.nn.Dropout(0.3).to(TPU).eval()
+    assert_close(module(x.to(TPU)), x)
+
+
+def test_native_dropout_train_flag():
+    x = make((50, 40))
+    out, mask = torch.ops.aten.native_dropout(x.to(TPU), 0.5, False)
+    assert_close(out, x)
+    assert_close(mask, torch.ones(50, 40, dtype=torch.bool))
+    out, mask = torch.ops.aten.native_dropout(x.to(TPU), 0.5, True)
+    assert mask.dtype == torch.bool
+    assert_close(out, torch.where(mask.cpu(), x * 2, 0))
+
+
+def test_dropout_reproducible_under_manual_seed():
+    x = torch.ones(64, 64, device=TPU)
+    torch.manual_seed(123)
+    first = F.dropout(x, 0.5).cpu()
+    second = F.dropout(x, 0.5).cpu()
+    torch.manual_seed(123)
+    again = F.dropout(x, 0.5).cpu()
+    assert torch.equal(first, again)
+    assert not torch.equal(first, second)
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+def test_dropout_backward(dtype):
+    x = make((32, 48), dtype).to(TPU).requires_grad_()
+    y = F.dropout(x, p=0.3, training=True)
+    grad = make((32, 48), dtype)
+    y.backward(grad.to(TPU))
+    kept = (y != 0).cpu()
+    scale = torch.tensor(1 / 0.7, dtype=dtype)
+    assert_close(x.grad, torch.where(kept, grad * scale, torch.zeros((), dtype=dtype)))
+    mask = kept.to(TPU)
+    assert_close(
+        torch.ops.aten.native_dropout_backward(grad.to(TPU), mask, 1 / 0.7),
+        torch.ops.aten.native_dropout_backward(grad, kept, 1 / 0.7),
+    )
+
+
+# ---- embedding ----
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+@pytest.mark.parametrize("padding_idx, scale_grad_by_freq", [(None, False), (2, False), (None, True), (-1, True)])
+def test_embedding(dtype, padding_idx, scale_grad_by_freq):
+    weight = make((10, 6), dtype)
+    indices = torch.tensor([[0, 2, 2, 9], [3, 2, 0, 9], [5, 5, 5, 1]])
+
+    def fn(w, i):
+        return F.embedding(i, w, padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq)
+
+    run_both(fn, [weight, indices])
+
+
+def test_embedding_module_noncontiguous_grad():
+    module = torch.nn.Embedding(12, 5, padding_idx=0)
+    tpu_module = torch.nn.Embedding(12, 5, padding_idx=0).to(TPU)
+    tpu_module.load_state_dict(module.state_dict())
+    indices = torch.tensor([[0, 1, 4], [4, 11, 0]])
+    grad = make((3, 2, 5))
+    module(indices.t()).backward(grad)
+    tpu_module(indices.to(TPU).t()).backward(grad.to(TPU))
+    assert_close(tpu_module.weight.grad, module.weight.grad)
+
+
+def test_embedding_dense_backward_directly():
+    grad = make((7, 3))
+    indices = torch.tensor([1, 1, 4, 0, 4, 4, 2])
+    for padding_idx, scale in [(-1, False), (4, True)]:
+        assert_close(
+            torch.ops.aten.embedding_dense_backward(grad.to(TPU), indices.to(TPU), 6, padding_idx, scale),
+            torch.ops.aten.embedding_dense_backward(grad, indices, 6, padding_idx, scale),
+        )
+
+
+# ---- cross entropy and nll_loss ----
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"ignore_index": 1}, {"label_smoothing": 0.1}, {"weight": True}, {"weight": True, "ignore_index": 0}],
+    ids=["plain", "ignore", "smoothing", "weight", "weight_ignore"],
+)
+def test_cross_entropy(dtype, reduction, options):
+    logits = make((6, 5), dtype)
+    target = torch.tensor([0, 1, 4, 1, 3, 0])
+    kwargs = dict(options, reduction=reduction)
+    inputs = [logits, target]
+    if kwargs.pop("weight", False):
+        inputs.append(make((5,), dtype, low=0.1, high=2))
+        run_both(lambda x, t, w: F.cross_entropy(x, t, weight=w, **kwargs), inputs)
+    else:
+        run_both(lambda x, t: F.cross_entropy(x, t, **kwargs), inputs)
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_spatial(dtype, reduction):
+    logits = make((2, 4, 3, 5), dtype)
+    target = torch.randint(0, 4, (2, 3, 5))
+    target[0, 1, :2] = -100
+    weight = make((4,), dtype, low=0.5, high=1.5)
+    run_both(lambda x, t, w: F.cross_entropy(x, t, weight=w, reduction=reduction), [logits, target, weight])
+    run_both(lambda x, t: F.cross_entropy(x, t, reduction=reduction, label_smoothing=0.2), [logits, target])
+
+
+def test_cross_entropy_3d_input():
+    run_both(lambda x, t: F.cross_entropy(x, t), [make((3, 4, 6)), torch.randint(0, 4, (3, 6))])
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+def test_cross_entropy_probability_targets(dtype):
+    logits = make((5, 7), dtype)
+    target = torch.softmax(make((5, 7)), dim=1).to(dtype)
+    run_both(lambda x, t: F.cross_entropy(x, t, label_smoothing=0.05), [logits, target])
+
+
+def test_cross_entropy_noncontiguous_and_single_sample():
+    run_both(
+        lambda x, t: F.cross_entropy(x, t), [make((5, 6)), torch.tensor([5, 0, 1, 1, 2])], noncontiguous_inputs=True
+    )
+    run_both(lambda x, t: F.cross_entropy(x, t), [make((6,)), torch.tensor(3)])
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_nll_loss_forward_outputs(reduction):
+    log_probs = torch.log_softmax(make((4, 3)), 1)
+    target = torch.tensor([2, -100, 0, 1])
+    weight = make((3,), low=0.5, high=2)
+    for input_, target_ in [(log_probs, target), (log_probs[0], target[0])]:
+        expected = torch.ops.aten.nll_loss_forward(input_, target_, weight, reduction, -100)
+        actual = torch.ops.aten.nll_loss_forward(input_.to(TPU), target_.to(TPU), weight.to(TPU), reduction, -100)
+        for a, e in zip(actual, expected, strict=False):
+            assert_close(a, e)
+
+
+def test_nll_loss_all_ignored_mean_is_nan():
+    log_probs = torch.log_softmax(make((3, 4)), 1)
+    target = torch.full((3,), -100)
+    expected = F.nll_loss(log_probs, target)
+    assert expected.isnan()
+    assert_close(F.nll_loss(log_probs.to(TPU), target.to(TPU)), expected)
+
+
+def test_nll_loss_shape_errors():
+    x, t = make((3, 4)), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target batch_size \(2\)"):
+        F.nll_loss(x, t)
+    with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target batch_size \(2\)"):
+        F.nll_loss(x.to(TPU), t.to(TPU))
+    w = torch.ones(3)
+    with pytest.raises(RuntimeError, match="weight tensor should be defined either for all 4 classes"):
+        F.nll_loss(x, torch.tensor([0, 1, 2]), weight=w)
+    with pytest.raises(RuntimeError, match="weight tensor should be defined either for all 4 classes"):
+        F.nll_loss(x.to(TPU), torch.tensor([0, 1, 2], device=TPU), weight=w.to(TPU))
+
+
+# ---- regression losses ----
+
+REGRESSION_LOSSES = {
+    "mse": F.mse_loss,
+    "l1": F.l1_loss,
+    "smooth_l1": F.smooth_l1_loss,
+    "smooth_l1_beta": lambda x, t, reduction: F.smooth_l1_loss(x, t, reduction=reduction, beta=0.5),
+    "smooth_l1_beta0": lambda x, t, reduction: F.smooth_l1_loss(x, t, reduction=reduction, beta=0.0),
+    "huber": F.huber_loss,
+    "huber_delta": lambda x, t, reduction: F.huber_loss(x, t, reduction=reduction, delta=2.5),
+}
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name", sorted(REGRESSION_LOSSES))
+def test_regression_loss(name, reduction, dtype):
+    x, t = make((5, 8), dtype), make((5, 8), dtype)
+    fn = REGRESSION_LOSSES[name]
+    run_both(lambda a, b: fn(a, b, reduction=reduction), [x, t], grad_of=(0, 1))
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSION_LOSSES))
+def test_regression_loss_noncontiguous_0d_and_broadcast(name):
+    fn = REGRESSION_LOSSES[name]
+    run_both(lambda a, b: fn(a, b, reduction="mean"), [make((4, 6)), make((4, 6))], noncontiguous_inputs=True)
+    run_both(lambda a, b: fn(a, b, reduction="sum"), [make(()), make(())], grad_of=(0, 1))
+    with pytest.warns(UserWarning, match="target size"):
+        run_both(lambda a, b: fn(a, b, reduction="mean"), [make((3, 4)), make((4,))], grad_of=(0, 1))
+
+
+def test_smooth_l1_negative_beta_error():
+    x = make((3,))
+    with pytest.raises(RuntimeError, match="smooth_l1_loss does not support negative values for beta"):
+        F.smooth_l1_loss(x, x, beta=-1.0)
+    with pytest.raises(RuntimeError, match="smooth_l1_loss does not support negative values for beta"):
+        F.smooth_l1_loss(x.to(TPU), x.to(TPU), beta=-1.0)
+
+
+# ---- binary cross entropy, kl_div ----
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_binary_cross_entropy(dtype, reduction, weighted):
+    probabilities = make((6, 5), dtype, low=0.02, high=0.98)
+    probabilities[0, 0] = 0  # a clamped log
+    target = make((6, 5), dtype, low=0, high=1)
+    inputs = [probabilities, target]
+    if weighted:
+        inputs.append(make((5,), dtype, low=0.5, high=2))
+        run_both(lambda p, t, w: F.binary_cross_entropy(p, t, weight=w, reduction=reduction), inputs)
+    else:
+        run_both(lambda p, t: F.binary_cross_entropy(p, t, reduction=reduction), inputs)
+
+
+def test_binary_cross_entropy_shape_error():
+    p, t = make((3, 2), low=0, high=1), make((6,), low=0, high=1)
+    with pytest.raises(ValueError, match="Using a target size"):
+        F.binary_cross_entropy(p, t)
+    with pytest.raises(ValueError, match="Using a target size"):
+        F.binary_cross_entropy(p.to(TPU), t.to(TPU))
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_with_logits(dtype, reduction):
+    logits, target = make((4, 6), dtype, low=-8, high=8), make((4, 6), dtype, low=0, high=1)
+    weight, pos_weight = make((6,), dtype, low=0.5, high=2), make((6,), dtype, low=0.5, high=3)
+    run_both(lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction=reduction), [logits, target])
+    run_both(
+        lambda x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, weight=w, pos_weight=pw, reduction=reduction),
+        [logits, target, weight, pos_weight],
+    )
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+@pytest.mark.parametrize("reduction", ["batchmean", "sum", "none", "mean"])
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div(dtype, reduction, log_target):
+    log_probs = torch.log_softmax(make((4, 5)), 1).to(dtype)
+    target = torch.softmax(make((4, 5)), 1)
+    target[0, 0] = 0
+    target = (target.log() if log_target else target).to(dtype)
+    run_both(lambda x, t: F.kl_div(x, t, reduction=reduction, log_target=log_target), [log_probs, target])
+
+
+# ---- a training step ----
+
+
+def classifier(dtype):
+    return torch.nn.Sequential(
+        torch.nn.Embedding(20, 16),
+        torch.nn.Flatten(),
+        torch.nn.Linear(48, 32),
+        torch.nn.GELU(),
+        torch.nn.Dropout(0.1),
+        torch.nn.Linear(32, 32),
+        torch.nn.SiLU(),
+        torch.nn.Linear(32, 5),
+    ).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+def test_classifier_training_step(dtype):
+    model = classifier(dtype)
+    tpu_model = classifier(dtype)
+    tpu_model.load_state_dict(model.state_dict())
+    tpu_model.to(TPU)
+    # Dropout off, so the CPU and the tpu compute the same thing.
+    model.eval()
+    tpu_model.eval()
+    tokens = torch.randint(0, 20, (8, 3))
+    labels = torch.randint(0, 5, (8,))
+    loss = F.cross_entropy(model(tokens), labels, label_smoothing=0.1)
+    tpu_loss = F.cross_entropy(tpu_model(tokens.to(TPU)), labels.to(TPU), label_smoothing=0.1)
+    assert_close(tpu_loss, loss)
+    loss.backward()
+    tpu_loss.backward()
+    for p, tpu_p in zip(model.parameters(), tpu_model.parameters(), strict=False):
+        assert_close(tpu_p.grad, p.grad)
+
+
+def test_dropout_training_step_runs_backward():
+    model = classifier(torch.float32).to(TPU).train()
+    loss = F.cross_entropy(model(torch.randint(0, 20, (8, 3), device=TPU)), torch.randint(0, 5, (8,), device=TPU))
+    loss.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad.cpu()).all() for p in model.parameters())
