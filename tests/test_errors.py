@@ -108,3 +108,16 @@ def test_cross_device_error_matches_cuda_wording():
     x = make((3,)).to("tpu")
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         x + make((3,))
+
+
+def test_dump_every_compiled_program_on_request(tmp_path):
+    result = run_python(
+        "import torch, torch_tpu\nx = torch.arange(6.0).to('tpu')\nprint((x * 2 + 1).cpu().tolist())",
+        TORCH_TPU_DUMP_DIR=str(tmp_path),
+        TORCH_TPU_DUMP_PROGRAMS="1",
+        TORCH_TPU_DISK_CACHE="0",
+    )
+    assert result.returncode == 0, result.stderr
+    dumps = sorted(tmp_path.glob("program-*.mlir"))
+    assert len(dumps) == 2  # mul, then add
+    assert all("stablehlo.multiply" in d.read_text() or "stablehlo.add" in d.read_text() for d in dumps)

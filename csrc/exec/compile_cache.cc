@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -121,6 +122,12 @@ std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signatur
   }
   metrics.cache_misses++;
   const std::string text = print();
+  // TORCH_TPU_DUMP_PROGRAMS=1 writes every program compiled, not only the failing ones.
+  static const bool dump_all = [] {
+    const char* value = std::getenv("TORCH_TPU_DUMP_PROGRAMS");
+    return value != nullptr && std::string(value) == "1";
+  }();
+  if (dump_all) DumpProgram(signature, text);
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<runtime::Executable> executable;
   try {
