@@ -420,6 +420,10 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     }
     meta_outputs.emplace();
     for (size_t r = 0; r < num_returns; ++r) {
+      if (meta[r].isNone() || (meta[r].isTensor() && !meta[r].toTensor().defined())) {
+        meta_outputs->push_back({{}, {}, at::kFloat, /*defined=*/false});
+        continue;
+      }
       if (!meta[r].isTensor()) ReportUnsupported(op, *stack, begin, "non-tensor results");
       const at::Tensor& m = meta[r].toTensor();
       meta_outputs->push_back({m.sizes().vec(), m.strides().vec(), m.scalar_type()});
@@ -437,6 +441,11 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     const MetaOutput& m = (*meta_outputs)[r];
     const int write_argument = WrittenArgument(schema, r);
     at::Tensor target;
+    if (!m.defined) {
+      targets.push_back(target);
+      ctx.outputs.emplace_back();
+      continue;
+    }
     if (write_argument >= 0) {
       target = args[write_argument].toTensor();
       if (target.sizes() != c10::IntArrayRef(m.sizes) ||
@@ -451,17 +460,19 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   }
 
   bool any_elements = false;
-  for (const auto& t : targets) any_elements |= t.numel() > 0;
+  for (const auto& t : targets) any_elements |= t.defined() && t.numel() > 0;
   bool use_cpu = false;
   if (any_elements) {
     Translate([&] {
       // 3. Arguments as graph values (out= arguments are outputs, not inputs).
       at::native::ResultTypeState promotion{};
+      std::vector<size_t> schema_index;  // per ctx.args entry: its schema argument
       bool any_tensor = false;
       for (size_t i = 0; i < num_arguments; ++i) {
         const auto& schema_arg = schema.arguments()[i];
         const auto* alias = schema_arg.alias_info();
         if (alias != nullptr && alias->isWrite() && schema_arg.kwarg_only()) continue;
+        schema_index.push_back(i);
         ctx.args.push_back(ToArgument(schema_arg, args[i], device.index()));
         UpdatePromotion(promotion, args[i]);
         any_tensor |= args[i].isTensor() || args[i].isTensorList();
@@ -490,13 +501,20 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
                             " outputs");
       std::vector<exec::DeviceStorage*> written;
       for (size_t r = 0; r < targets.size(); ++r) {
-        if (targets[r].numel() == 0) continue;
+        if (!targets[r].defined() || targets[r].numel() == 0) continue;
         TORCH_INTERNAL_ASSERT(results[r].shape() == ctx.outputs[r].shape, "lowering of ",
                               QualifiedName(op), " produced shape ",
                               c10::IntArrayRef(results[r].shape()), ", expected ",
                               targets[r].sizes());
         WriteTensor(targets[r], results[r]);
         written.push_back(StorageOf(targets[r]));
+      }
+      for (const auto& [index, value] : ctx.argument_writes) {
+        const at::Tensor& target = args[schema_index.at(index)].toTensor();
+        TORCH_INTERNAL_ASSERT(value.shape() == ir::Shape(target.sizes().vec()), "lowering of ",
+                              QualifiedName(op), " wrote a value of the wrong shape");
+        WriteTensor(target, value);
+        written.push_back(StorageOf(target));
       }
       FinishWrites(written);
       return 0;

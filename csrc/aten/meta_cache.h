@@ -17,6 +17,7 @@ struct MetaOutput {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   at::ScalarType dtype;
+  bool defined = true;  // false for a result the op leaves undefined (an output_mask false)
 };
 
 // The key of one call, or nullopt when an argument is of a kind the key cannot describe.

@@ -62,6 +62,9 @@ class LoweringContext {
   DType promoted = DType::kF32;     // PyTorch's result_type over tensor and scalar arguments
   // Makes a 0-d runtime parameter holding `scalar` as `dtype` (so a new value does not recompile).
   std::function<Value(const Scalar&, DType)> make_scalar_parameter;
+  // New values for arguments the op mutates without returning them (native_batch_norm's running
+  // stats): (index into args, value of the argument's exact shape and dtype).
+  std::vector<std::pair<size_t, Value>> argument_writes;
 
   size_t size() const { return args.size(); }
   bool has(size_t i) const { return i < args.size() && args[i].kind != Argument::Kind::kNone; }

@@ -1,0 +1,211 @@
+// Lowerings for the normalization layers: batch norm (forward and backward), and the backward
+// ops of layer norm and group norm. Their forwards (native_layer_norm, native_group_norm) are
+// CompositeExplicitAutograd in PyTorch: they decompose into native_batch_norm and elementwise ops
+// before reaching the device. Statistics are computed in f32 for f16/bf16 inputs, as the CPU does.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ops/builder.h"
+
+namespace torch_tpu::ops {
+namespace {
+
+// The dtype the statistics are computed in: f32 for half-precision inputs, as the CPU computes.
+DType StatisticsType(DType dtype) {
+  return dtype == DType::kF16 || dtype == DType::kBF16 ? DType::kF32 : dtype;
+}
+
+// Every dim of a rank-`rank` value except those in `kept`.
+std::vector<int64_t> DimsExcept(int64_t rank, const std::vector<int64_t>& kept) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (std::find(kept.begin(), kept.end(), d) == kept.end()) dims.push_back(d);
+  }
+  return dims;
+}
+
+Value SumOver(const Value& x, const std::vector<int64_t>& dims) {
+  return Reduce(x, dims, "stablehlo.add", ir::ScalarConstant(0, x.dtype()));
+}
+
+Value MeanOver(const Value& x, const std::vector<int64_t>& dims) {
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.shape()[d];
+  return Div(SumOver(x, dims), Constant(static_cast<double>(count), x.dtype()));
+}
+
+Value Rsqrt(const Value& x) { return Unary("stablehlo.rsqrt", x); }
+
+// The optional tensor argument `i` as `dtype`, or an empty Value when it is absent.
+Value OptionalTensor(const LoweringContext& ctx, size_t i, DType dtype) {
+  return ctx.is_tensor(i) ? Convert(ctx.tensor(i), dtype) : Value{};
+}
+
+// ---- batch norm: per-channel statistics over every dim but dim 1 ----
+
+// Broadcasts a [C] value along dim 1 of `shape`.
+Value PerChannel(const Value& channel_values, const Shape& shape) {
+  return BroadcastInDim(channel_values, shape, {1});
+}
+
+// native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
+//   -> (out, save_mean, save_invstd).
+// Training with running stats would also update running_mean/running_var in place; the schema
+// does not mark them as written and the boxed fallback writes only results, so that case is
+// refused rather than silently leaving the running stats stale.
+std::vector<Value> NativeBatchNormLowering(LoweringContext& ctx) {
+  const bool training = ctx.bool_arg(5);
+  const DType stat = StatisticsType(ctx.tensor(0).dtype());
+  Value x = Convert(ctx.tensor(0), stat);
+  const Shape& shape = x.shape();
+  if (!training && !(ctx.is_tensor(3) && ctx.is_tensor(4))) {
+    throw UnsupportedError("evaluation mode without running_mean and running_var");
+  }
+  Value mean;
+  Value var;
+  if (training) {
+    const std::vector<int64_t> dims = DimsExcept(x.rank(), {1});
+    mean = MeanOver(x, dims);
+    Value centered = Sub(x, PerChannel(mean, shape));
+    var = MeanOver(Mul(centered, centered), dims);  // biased, as normalization uses
+  } else {
+    mean = Convert(ctx.tensor(3), stat);
+    var = Convert(ctx.tensor(4), stat);
+  }
+  Value invstd = Rsqrt(Add(var, ctx.value(7, stat)));
+  Value out = Mul(Sub(x, PerChannel(mean, shape)), PerChannel(invstd, shape));
+  if (Value weight = OptionalTensor(ctx, 1, stat)) out = Mul(out, PerChannel(weight, shape));
+  if (Value bias = OptionalTensor(ctx, 2, stat)) out = Add(out, PerChannel(bias, shape));
+  if (training) {
+    // running = (1 - momentum) * running + momentum * batch, with the unbiased batch variance.
+    const int64_t count = ir::NumElements(shape) / shape[1];
+    Value momentum = ctx.value(6, stat);
+    Value keep = Sub(ConstantLike(1, momentum), momentum);
+    auto update = [&](size_t i, const Value& batch) {
+      Value running = ctx.tensor(i);
+      Value updated = Add(Mul(keep, Convert(running, stat)), Mul(momentum, batch));
+      ctx.argument_writes.push_back({i, Convert(updated, running.dtype())});
+    };
+    if (ctx.is_tensor(3)) update(3, mean);
+    if (ctx.is_tensor(4)) {
+      const double correction = count > 1 ? static_cast<double>(count) / (count - 1) : 1.0;
+      update(4, Mul(var, Constant(correction, stat)));
+    }
+  }
+  return {Convert(out, ctx.output(0).dtype), Convert(mean, ctx.output(1).dtype),
+          Convert(invstd, ctx.output(2).dtype)};
+}
+
+// The input gradient of a normalization whose statistics were taken over `dims`:
+// invstd * (g - mean(g) - xhat * mean(g * xhat)), where g = grad_out * weight.
+Value NormalizedInputGrad(const Value& weighted_grad, const Value& normalized, const Value& invstd,
+                          const std::vector<int64_t>& dims) {
+  const Shape& shape = weighted_grad.shape();
+  const std::vector<int64_t> kept = DimsExcept(weighted_grad.rank(), dims);
+  auto spread = [&](const Value& reduced) { return BroadcastInDim(reduced, shape, kept); };
+  Value grad_mean = spread(MeanOver(weighted_grad, dims));
+  Value projection = spread(MeanOver(Mul(weighted_grad, normalized), dims));
+  return Mul(invstd, Sub(Sub(weighted_grad, grad_mean), Mul(normalized, projection)));
+}
+
+// native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?,
+//   save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias).
+std::vector<Value> NativeBatchNormBackwardLowering(LoweringContext& ctx) {
+  const DType stat = StatisticsType(ctx.tensor(1).dtype());
+  Value grad_out = Convert(ctx.tensor(0), stat);
+  Value x = Convert(ctx.tensor(1), stat);
+  const Shape& shape = x.shape();
+  const bool training = ctx.bool_arg(7);
+  const size_t mean_index = training ? 5 : 3;
+  if (!ctx.is_tensor(mean_index) || !ctx.is_tensor(mean_index + 1)) {
+    throw UnsupportedError(training ? "training without save_mean and save_invstd"
+                                    : "evaluation mode without running_mean and running_var");
+  }
+  Value mean = Convert(ctx.tensor(mean_index), stat);
+  Value invstd = training ? Convert(ctx.tensor(6), stat)
+                          : Rsqrt(Add(Convert(ctx.tensor(4), stat), ctx.value(8, stat)));
+  const std::vector<int64_t> dims = DimsExcept(x.rank(), {1});
+  Value normalized = Mul(Sub(x, PerChannel(mean, shape)), PerChannel(invstd, shape));
+  Value weight = OptionalTensor(ctx, 2, stat);
+  Value weighted_grad = weight ? Mul(grad_out, PerChannel(weight, shape)) : grad_out;
+  // In evaluation mode the statistics are constants, so the input gradient is a plain scaling.
+  Value grad_input =
+      training ? NormalizedInputGrad(weighted_grad, normalized, PerChannel(invstd, shape), dims)
+               : Mul(weighted_grad, PerChannel(invstd, shape));
+  Value grad_weight = SumOver(Mul(grad_out, normalized), dims);
+  Value grad_bias = SumOver(grad_out, dims);
+  return {Convert(grad_input, ctx.output(0).dtype), Convert(grad_weight, ctx.output(1).dtype),
+          Convert(grad_bias, ctx.output(2).dtype)};
+}
+
+// ---- layer norm and group norm backward ----
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
+//   output_mask) -> (grad_input, grad_weight, grad_bias). mean and rstd have the input's leading
+// dims and size-1 normalized dims; weight and bias have normalized_shape.
+std::vector<Value> NativeLayerNormBackwardLowering(LoweringContext& ctx) {
+  const DType stat = StatisticsType(ctx.tensor(1).dtype());
+  Value grad_out = Convert(ctx.tensor(0), stat);
+  Value x = Convert(ctx.tensor(1), stat);
+  const Shape& shape = x.shape();
+  const int64_t axis = x.rank() - static_cast<int64_t>(ctx.int_list(2).size());
+  std::vector<int64_t> leading;
+  std::vector<int64_t> trailing;
+  for (int64_t d = 0; d < x.rank(); ++d) (d < axis ? leading : trailing).push_back(d);
+  auto per_row = [&](size_t i) {
+    return BroadcastInDim(
+        Reshape(Convert(ctx.tensor(i), stat), Shape(shape.begin(), shape.begin() + axis)), shape,
+        leading);
+  };
+  Value invstd = per_row(4);
+  Value normalized = Mul(Sub(x, per_row(3)), invstd);
+  Value weight = OptionalTensor(ctx, 5, stat);
+  Value weighted_grad = weight ? Mul(grad_out, BroadcastInDim(weight, shape, trailing)) : grad_out;
+  Value grad_input = NormalizedInputGrad(weighted_grad, normalized, invstd, trailing);
+  Value grad_weight = SumOver(Mul(grad_out, normalized), leading);
+  Value grad_bias = SumOver(grad_out, leading);
+  return {Convert(grad_input, ctx.output(0).dtype),
+          Convert(Reshape(grad_weight, ctx.output(1).shape), ctx.output(1).dtype),
+          Convert(Reshape(grad_bias, ctx.output(2).shape), ctx.output(2).dtype)};
+}
+
+// native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask)
+//   -> (grad_input, grad_weight, grad_bias). mean and rstd are [N, group]; weight is [C].
+// Works on the input viewed as [N, group, C / group, HxW].
+std::vector<Value> NativeGroupNormBackwardLowering(LoweringContext& ctx) {
+  const DType stat = StatisticsType(ctx.tensor(1).dtype());
+  const int64_t n = ctx.int_arg(5);
+  const int64_t channels = ctx.int_arg(6);
+  const int64_t spatial = ctx.int_arg(7);
+  const int64_t groups = ctx.int_arg(8);
+  const Shape grouped{n, groups, channels / groups, spatial};
+  Value grad_out = Reshape(Convert(ctx.tensor(0), stat), grouped);
+  Value x = Reshape(Convert(ctx.tensor(1), stat), grouped);
+  auto per_group = [&](size_t i) {
+    return BroadcastInDim(Convert(ctx.tensor(i), stat), grouped, {0, 1});
+  };
+  Value invstd = per_group(3);
+  Value normalized = Mul(Sub(x, per_group(2)), invstd);
+  Value weight = OptionalTensor(ctx, 4, stat);
+  Value weighted_grad =
+      weight ? Mul(grad_out,
+                   BroadcastInDim(Reshape(weight, {groups, channels / groups}), grouped, {1, 2}))
+             : grad_out;
+  Value grad_input = NormalizedInputGrad(weighted_grad, normalized, invstd, {2, 3});
+  const Shape per_channel{channels};
+  Value grad_weight = Reshape(SumOver(Mul(grad_out, normalized), {0, 3}), per_channel);
+  Value grad_bias = Reshape(SumOver(grad_out, {0, 3}), per_channel);
+  return {Convert(Reshape(grad_input, ctx.output(0).shape), ctx.output(0).dtype),
+          Convert(grad_weight, ctx.output(1).dtype), Convert(grad_bias, ctx.output(2).dtype)};
+}
+
+LoweringRegistrar registrar({
+    {"native_batch_norm", NativeBatchNormLowering},
+    {"native_batch_norm_backward", NativeBatchNormBackwardLowering},
+    {"native_layer_norm_backward", NativeLayerNormBackwardLowering},
+    {"native_group_norm_backward", NativeGroupNormBackwardLowering},
+});
+
+}  // namespace
+}  // namespace torch_tpu::ops
