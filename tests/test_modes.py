@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import statistics
+import time
 
 import pytest
 import torch
@@ -122,3 +124,34 @@ def test_metrics_snapshot_report_reset():
     json.dumps(figures)  # plain data
     torch_tpu.metrics.reset()
     assert all(v == 0 for k, v in torch_tpu.metrics.snapshot().items() if isinstance(v, (int, float)))
+
+
+def test_strict_mode_launches_without_waiting():
+    # A large matmul takes far longer to run than to launch; only the host read waits for it.
+    a = torch.randn(1536, 1536).to("tpu")
+    (a @ a + 1).cpu()  # compiles both programs
+    launches, waits = [], []
+    for _ in range(3):
+        start = time.perf_counter()
+        c = a @ a + 1
+        launched = time.perf_counter()
+        c[0, 0].item()
+        launches.append(launched - start)
+        waits.append(time.perf_counter() - launched)
+    assert statistics.median(launches) * 5 < statistics.median(waits), (launches, waits)
+
+
+def test_debug_mode_waits_for_each_op():
+    a = torch.randn(1536, 1536).to("tpu")
+    (a @ a + 1).cpu()
+    launches, waits = [], []
+    with torch_tpu.execution_mode("debug"):
+        for _ in range(3):
+            start = time.perf_counter()
+            c = a @ a + 1
+            launched = time.perf_counter()
+            c[0, 0].item()
+            launches.append(launched - start)
+            waits.append(time.perf_counter() - launched)
+    # The work happened before the op returned: the read only copies one element.
+    assert statistics.median(waits) * 5 < statistics.median(launches), (launches, waits)
