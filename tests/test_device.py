@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 from conftest import assert_close, make, run_python
@@ -150,3 +152,22 @@ def test_info_tool():
     assert result.returncode == 0, result.stderr
     for fragment in ("platform: cpu", "xla_cpu_pjrt.so", "PJRT API version: plugin 0.", "tpu:0", "cache directory"):
         assert fragment in result.stdout, result.stdout
+
+
+def test_events_wait_for_recorded_work_and_time_it():
+    a = make((1536, 1536)).to("tpu")
+    (a @ a).cpu()  # compile first
+    start, end = torch.Event(device="tpu", enable_timing=True), torch.Event(device="tpu", enable_timing=True)
+    start.record()
+    c = a @ a
+    end.record()
+    assert not end.query()  # the matmul is still running: recording did not wait
+    end.synchronize()
+    assert end.query() and start.query()
+    wall = time.perf_counter()
+    c2 = a @ a
+    torch.tpu.synchronize()
+    wall = (time.perf_counter() - wall) * 1e3
+    elapsed = start.elapsed_time(end)
+    assert 0 < elapsed < 20 * wall + 50, (elapsed, wall)
+    assert_close(c, c2.cpu())

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "aten/generator.h"
@@ -22,6 +23,31 @@ namespace torch_tpu::aten {
 namespace {
 
 constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
+
+struct TpuEvent {
+  std::vector<std::weak_ptr<runtime::Buffer>> outputs;
+  std::optional<std::chrono::steady_clock::time_point> completed;
+
+  // True once every recorded output is computed (a freed output no longer needs waiting for).
+  bool Poll() {
+    if (completed) return true;
+    for (const auto& weak : outputs) {
+      auto buffer = weak.lock();
+      if (buffer && !buffer->donated() && !buffer->IsReady()) return false;
+    }
+    completed = std::chrono::steady_clock::now();
+    outputs.clear();
+    return true;
+  }
+  std::chrono::steady_clock::time_point Wait() {
+    for (const auto& weak : outputs) {
+      auto buffer = weak.lock();
+      if (buffer && !buffer->donated()) buffer->AwaitReady();
+    }
+    Poll();
+    return *completed;
+  }
+};
 
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kTpu; }
@@ -52,12 +78,37 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(exec::DeviceCount());
   }
-  // One in-order queue per device: events are complete once recorded work is synchronized.
-  void record(void**, const c10::Stream&, const c10::DeviceIndex,
-              const c10::EventFlag) const override {}
+  // Events wait for the executions in flight when they were recorded. Completion times are
+  // when the host observes completion: exact for the usual record / work / record /
+  // synchronize pattern of elapsed_time, late if nobody asks until later.
+  void record(void** event, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {
+    if (*event == nullptr) *event = new TpuEvent();
+    auto* tpu_event = static_cast<TpuEvent*>(*event);
+    Translate([] { exec::MaterializeAllPending("event record"); });
+    tpu_event->outputs = exec::InFlightExecutions();
+    tpu_event->completed.reset();
+    tpu_event->Poll();
+  }
+  // One queue per device, ordered by data dependencies: later work that reads a result
+  // already waits for it, so there is nothing more to block on.
   void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryEvent(void* event) const override {
+    return event == nullptr || Translate([&] { return static_cast<TpuEvent*>(event)->Poll(); });
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) Translate([&] { static_cast<TpuEvent*>(event)->Wait(); });
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr,
+                "Both events must be recorded before calculating elapsed time.");
+    const auto begin = Translate([&] { return static_cast<TpuEvent*>(start)->Wait(); });
+    const auto finish = Translate([&] { return static_cast<TpuEvent*>(end)->Wait(); });
+    return std::chrono::duration<double, std::milli>(finish - begin).count();
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<TpuEvent*>(event);
+  }
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream&) const override { SynchronizeDevice(); }
   void synchronizeDevice(const c10::DeviceIndex) const override { SynchronizeDevice(); }

@@ -222,6 +222,12 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
           .count();
 }
 
+std::vector<std::weak_ptr<runtime::Buffer>> InFlightExecutions() {
+  InFlight& in_flight = InFlightOutputs();
+  std::lock_guard<std::mutex> lock(in_flight.mutex);
+  return in_flight.outputs;
+}
+
 void AwaitExecutions() {
   std::vector<std::weak_ptr<runtime::Buffer>> outputs;
   {

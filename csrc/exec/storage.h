@@ -57,6 +57,8 @@ void MaterializeAllPending(const std::string& reason);
 size_t PendingCount();
 // Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.
 void AwaitExecutions();
+// The outputs of executions that may still be running (what an event recorded now waits for).
+std::vector<std::weak_ptr<runtime::Buffer>> InFlightExecutions();
 
 // Copies a materialized storage's bytes to host memory.
 void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes);

@@ -138,6 +138,13 @@ void Event::Await() {
   PJRT_CALL(*plugin_, PJRT_Event_Await, args);
 }
 
+bool Event::IsReady() const {
+  auto args = PJRT_ARGS(PJRT_Event_IsReady);
+  args.event = event_;
+  PJRT_CALL(*plugin_, PJRT_Event_IsReady, args);
+  return args.is_ready;
+}
+
 // ---- Buffer ----
 
 Buffer::Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer)
@@ -184,6 +191,13 @@ void Buffer::AwaitReady() const {
   args.buffer = buffer_;
   PJRT_CALL(*plugin_, PJRT_Buffer_ReadyEvent, args);
   Event(plugin_, args.event).Await();
+}
+
+bool Buffer::IsReady() const {
+  auto args = PJRT_ARGS(PJRT_Buffer_ReadyEvent);
+  args.buffer = buffer_;
+  PJRT_CALL(*plugin_, PJRT_Buffer_ReadyEvent, args);
+  return Event(plugin_, args.event).IsReady();
 }
 
 std::shared_ptr<Buffer> Buffer::CopyToDevice(const Device& device) const {

@@ -84,6 +84,7 @@ class Event {
   Event& operator=(const Event&) = delete;
   // Blocks until ready; throws the event's error, if any.
   void Await();
+  bool IsReady() const;
 
  private:
   std::shared_ptr<Plugin> plugin_;
@@ -118,6 +119,8 @@ class Buffer {
   void ToHost(void* dst, size_t size) const;
   // Waits until the buffer's value has been computed; throws the computation's error, if any.
   void AwaitReady() const;
+  // Whether the value has been computed (or its computation failed), without waiting.
+  bool IsReady() const;
   std::shared_ptr<Buffer> CopyToDevice(const Device& device) const;
   // After donation the plugin owns the memory; the handle is still destroyed normally.
   void MarkDonated() { donated_ = true; }
