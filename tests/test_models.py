@@ -75,6 +75,8 @@ def check_training(model, batches, make_optimizer, loss_fn, rtol, clip=None, com
     for (name, p_tpu), p_cpu in zip(tpu_model.named_parameters(), cpu_model.parameters(), strict=True):
         assert p_tpu.device.type == "tpu"
         torch.testing.assert_close(p_tpu.detach().cpu(), p_cpu.detach(), rtol=rtol, atol=1e-4, msg=name)
+    for (name, b_tpu), b_cpu in zip(tpu_model.named_buffers(), cpu_model.buffers(), strict=True):
+        torch.testing.assert_close(b_tpu.cpu(), b_cpu, rtol=rtol, atol=1e-4, msg=name)  # batch-norm stats
 
 
 def test_mlp_classifier_trains_like_the_cpu():
@@ -112,3 +114,29 @@ def test_gpt_style_transformer_trains_like_the_cpu():
         # Adam scales the rounding noise there to steps of size lr, differently on each device.
         compare_parameters=False,
     )
+
+
+def test_small_cnn_with_batchnorm_and_pooling_trains_like_the_cpu():
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 4),
+    )
+    # Four classes told apart by which image quadrant is bright.
+    batches = []
+    for _ in range(STEPS):
+        labels = torch.randint(0, 4, (16,))
+        images = torch.randn(16, 3, 12, 12) * 0.5
+        for i, label in enumerate(labels.tolist()):
+            row, col = divmod(label, 2)
+            images[i, :, row * 6 : row * 6 + 6, col * 6 : col * 6 + 6] += 1.5
+        batches.append((images, labels))
+    check_training(model, batches, lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), F.cross_entropy, rtol=1e-3)

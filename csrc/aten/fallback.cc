@@ -6,6 +6,8 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
@@ -252,6 +254,9 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
       else
         a.kind = Kind::kOther;
     }
+  } else if (v.isBoolList()) {  // output_mask and friends, as 0/1
+    a.kind = Kind::kIntList;
+    for (bool item : v.toBoolList()) a.ints.push_back(item ? 1 : 0);
   } else if (v.isString()) {
     a.kind = Kind::kString;
     a.text = v.toStringRef();
@@ -529,6 +534,49 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());
+}
+
+}  // namespace torch_tpu::aten
+
+// PyTorch routes an out-of-tree backend's convolutions (after _convolution's argument checks) to
+// convolution_overrideable and convolution_backward_overrideable, whose CompositeExplicitAutograd
+// kernels only throw and would win over the fallback. They also lack meta functions: these give
+// them the shapes of convolution's and convolution_backward's (masked gradients left undefined).
+namespace torch_tpu::aten {
+namespace {
+
+at::Tensor ConvolutionOverrideableMeta(const at::Tensor& input, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias,
+                                       c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                       c10::SymIntArrayRef dilation, bool transposed,
+                                       c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  return at::convolution_symint(input, weight, bias, stride, padding, dilation, transposed,
+                                output_padding, std::move(groups));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideableMeta(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    std::array<bool, 3> output_mask) {
+  const c10::SymInt bias_size = transposed ? weight.sym_size(1) * groups : weight.sym_size(0);
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward_symint(
+      grad_output, input, weight, c10::SymIntArrayRef(&bias_size, 1), stride, padding, dilation,
+      transposed, output_padding, std::move(groups), output_mask);
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"convolution_overrideable", "convolution_backward_overrideable"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());
+  }
+}
+
+TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("convolution_overrideable", TORCH_FN(ConvolutionOverrideableMeta));
+  m.impl("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideableMeta));
 }
 
 }  // namespace torch_tpu::aten

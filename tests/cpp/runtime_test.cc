@@ -89,6 +89,17 @@ TEST(Executable, CompileExecuteSerialize) {
   EXPECT_FLOAT_EQ(result[3], 8.0f);
 }
 
+TEST(Buffer, ReadyAfterAwait) {
+  auto client = TestClient();
+  auto executable = client->Compile(kAddProgram, CompileOptions{});
+  const float a[4] = {1, 2, 3, 4};
+  auto x = client->BufferFromHost(a, ElementType::kF32, {4}, client->devices()[0]);
+  auto out = executable->Execute({x->raw(), x->raw()}, {false, false}, client->devices()[0]);
+  out[0]->AwaitReady();
+  EXPECT_TRUE(out[0]->IsReady());
+  EXPECT_TRUE(x->IsReady());
+}
+
 TEST(Executable, CompileErrorCarriesPluginMessage) {
   auto client = TestClient();
   try {
