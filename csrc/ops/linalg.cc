@@ -7,6 +7,7 @@
 
 #include "ops/builder.h"
 #include "ops/precision.h"
+#include "ops/products.h"
 #include "ops/type_names.h"
 
 namespace torch_tpu::ops {
@@ -37,43 +38,16 @@ Value Dot(const Value& lhs, const Value& rhs, const DotDims& dims, DType result,
                     result, highest);
 }
 
-// An f32 value as hi + lo, both bf16: hi is x rounded, lo the rounding residual. The cross terms
-// hi * lo use `hi_finite`, with infinities and NaN zeroed (and lo is zero there), so that only
-// hi * hi carries them: inf * 0 in a cross term would turn a finite-times-inf product into NaN.
-struct SplitBF16 {
-  Value hi, lo, hi_finite;
-  explicit SplitBF16(const Value& x) {
-    hi = Convert(x, DType::kBF16);
-    Value finite = ir::MakeOp("stablehlo.is_finite", {hi}, TensorType{DType::kBool, hi.shape()});
-    Value zero = ConstantLike(0, hi);
-    lo = Select(finite, Convert(Sub(x, Convert(hi, DType::kF32)), DType::kBF16), zero);
-    hi_finite = Select(finite, hi, zero);
-  }
-};
-
-// The product of `lhs` and `rhs` in the dtype it accumulates in: f32 for floating types up to
-// f32 (arithmetic per the precision mode), f64 for f64, the operand type itself for integers
-// (wrapping, exactly as the CPU).
+// The product of `lhs` and `rhs` in the dtype it accumulates in, per the precision mode
+// (ops/products.h).
 Value Product(const Value& lhs, const Value& rhs, const DotDims& dims) {
-  const DType dtype = lhs.dtype();
-  if (dtype == DType::kBool) throw UnsupportedError("matrix products are not defined for bool");
-  if (ir::IsIntegral(dtype)) return Dot(lhs, rhs, dims, dtype, false);
-  if (dtype == DType::kF64) return Dot(lhs, rhs, dims, dtype, true);
-  if (dtype != DType::kF32) return Dot(lhs, rhs, dims, DType::kF32, false);  // bf16, f16
-  switch (MatmulPrecision()) {
-    case Precision::kHighest:
-      return Dot(lhs, rhs, dims, DType::kF32, true);
-    case Precision::kDefault:
-      return Dot(Convert(lhs, DType::kBF16), Convert(rhs, DType::kBF16), dims, DType::kF32, false);
-    case Precision::kHigh: {
-      const SplitBF16 l(lhs), r(rhs);
-      // The small cross terms first, so their sum is not lost against hi * hi.
-      Value cross = Add(Dot(l.hi_finite, r.lo, dims, DType::kF32, false),
-                        Dot(l.lo, r.hi_finite, dims, DType::kF32, false));
-      return Add(cross, Dot(l.hi, r.hi, dims, DType::kF32, false));
-    }
+  if (lhs.dtype() == DType::kBool) {
+    throw UnsupportedError("matrix products are not defined for bool");
   }
-  throw std::logic_error("unknown matmul precision");
+  return PrecisionProduct(lhs, rhs,
+                          [&](const Value& l, const Value& r, DType result, bool highest) {
+                            return Dot(l, r, dims, result, highest);
+                          });
 }
 
 // PyTorch's meta function for mm does not check dtypes; its CPU kernel does.

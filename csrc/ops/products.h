@@ -1,6 +1,6 @@
 // The precision mode (ops/precision.h) applied to any matmul-like product: one function that,
 // given how to record a single product op, records the passes the mode asks for. Shared by the
-// convolution lowerings; linalg.cc's Product does the same for dot_general and could use it.
+// matmul (linalg.cc) and convolution (conv.cc) lowerings.
 #pragma once
 
 #include <stdexcept>
