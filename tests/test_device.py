@@ -171,3 +171,15 @@ def test_events_wait_for_recorded_work_and_time_it():
     elapsed = start.elapsed_time(end)
     assert 0 < elapsed < 20 * wall + 50, (elapsed, wall)
     assert_close(c, c2.cpu())
+
+
+def test_module_to_moves_parameters_in_place_and_keeps_ties():
+    module = torch.nn.Module()
+    module.a, module.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    module.b.weight = module.a.weight
+    weight = module.a.weight
+    module.to("tpu")
+    assert module.a.weight is weight and module.b.weight is weight  # as on CUDA
+    assert weight.device.type == "tpu"
+    module.to("cpu")
+    assert module.b.weight is weight and weight.device.type == "cpu"

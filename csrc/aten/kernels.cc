@@ -166,6 +166,16 @@ at::Tensor View(const at::Tensor& self, c10::IntArrayRef size) {
   return at::native::view(self, size);
 }
 
+// `param.data = moved` (Module.to) keeps the Parameter object, and so weight tying, only when the
+// two tensor types can shallow-copy each other: plain strided tensors on the CPU and tpu can, as
+// CPU and CUDA tensors can.
+bool HasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
+  auto plain = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (t.is_cpu() || t.is_privateuseone());
+  };
+  return plain(self) && plain(from);
+}
+
 // Data-dependent shapes: the result's size is only known from the values, so these read the
 // values on the host (a sync, as on CUDA), then continue on the device.
 at::Tensor Nonzero(const at::Tensor& self) { return self.cpu().nonzero().to(self.device()); }
@@ -193,6 +203,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", TORCH_FN(LocalScalarDense));
   m.impl("equal", TORCH_FN(Equal));
   m.impl("nonzero", TORCH_FN(Nonzero));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(HasCompatibleShallowCopyType));
   m.impl("masked_select", TORCH_FN(MaskedSelect));
   m.impl("view", TORCH_FN(View));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));

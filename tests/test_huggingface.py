@@ -1,0 +1,187 @@
+"""Hugging Face Transformers runs unchanged on tpu: tiny GPT-2 and Llama models, built offline
+from configs, give the CPU's logits, gradients, greedy generations and training losses, and load
+onto tpu through from_pretrained(device_map=...)."""
+
+from __future__ import annotations
+
+import huggingface_hub
+import pytest
+import torch
+from conftest import assert_close
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+TPU = torch.device("tpu")
+VOCAB = 100
+PAD, EOS = 0, VOCAB - 1
+
+
+def gpt2() -> GPT2LMHeadModel:
+    config = GPT2Config(
+        n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=64, bos_token_id=EOS, eos_token_id=EOS
+    )
+    config.pad_token_id = PAD
+    return GPT2LMHeadModel(config)
+
+
+def llama() -> LlamaForCausalLM:
+    # Fewer key/value heads than query heads: grouped-query attention repeats them.
+    config = LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        bos_token_id=EOS,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+    )
+    return LlamaForCausalLM(config)
+
+
+MODELS = {"gpt2": gpt2, "llama": llama}
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No hub access: huggingface_hub reads HF_HUB_OFFLINE at import, so set its constant too;
+    any request then raises OfflineModeIsEnabled."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+def cpu_and_tpu_models(name: str, train: bool = False):
+    torch.manual_seed(0)
+    cpu = MODELS[name]()
+    device_model = type(cpu)(cpu.config)
+    device_model.load_state_dict(cpu.state_dict())
+    device_model.to(TPU)  # keeps tied weights tied (test_module_to_keeps_tied_weights)
+    for model in (cpu, device_model):
+        model.train(train)
+    return cpu, device_model
+
+
+def tokens(shape, seed: int) -> torch.Tensor:
+    # Ids in [1, EOS): no pad or eos token inside the prompts.
+    return torch.randint(1, EOS, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def left_padding_mask(batch: int, length: int) -> torch.Tensor:
+    mask = torch.ones(batch, length, dtype=torch.long)
+    mask[0, :3] = 0  # the first prompt is shorter, padded on the left
+    return mask
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_forward_and_backward_match_cpu(name):
+    cpu, device_model = cpu_and_tpu_models(name)
+    ids = tokens((2, 9), seed=1)
+    expected = cpu(ids, labels=ids)
+    actual = device_model(ids.to(TPU), labels=ids.to(TPU))
+    assert_close(actual.logits, expected.logits)
+    assert_close(actual.loss, expected.loss)
+
+    expected.loss.backward()
+    actual.loss.backward()
+    device_parameters = dict(device_model.named_parameters())
+    for parameter_name, parameter in cpu.named_parameters():
+        assert device_parameters[parameter_name].grad is not None, parameter_name
+        assert_close(device_parameters[parameter_name].grad, parameter.grad)
+
+
+def test_module_to_keeps_tied_weights():
+    model = gpt2()
+    embedding = model.transformer.wte.weight
+    assert model.lm_head.weight is embedding
+    model.to(TPU)
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert model.transformer.wte.weight is embedding  # moved in place, as on CUDA
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_forward_with_padding_mask_matches_cpu(name):
+    cpu, device_model = cpu_and_tpu_models(name)
+    ids = tokens((2, 8), seed=2)
+    mask = left_padding_mask(2, 8)
+    with torch.no_grad():
+        expected = cpu(ids, attention_mask=mask).logits
+        actual = device_model(ids.to(TPU), attention_mask=mask.to(TPU)).logits
+    # Padded positions attend to nothing; only the real tokens' logits are defined.
+    real = mask.bool()
+    assert_close(actual[real.to(TPU)], expected[real])
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "left_padded"])
+@pytest.mark.parametrize("name", MODELS)
+def test_greedy_generate_matches_cpu(name, padded):
+    cpu, device_model = cpu_and_tpu_models(name)
+    ids = tokens((2, 6), seed=3)
+    options = dict(max_new_tokens=10, do_sample=False)
+    if padded:
+        mask = left_padding_mask(2, 6)
+        ids = ids.masked_fill(mask == 0, PAD)
+        expected = cpu.generate(ids, attention_mask=mask, **options)
+        actual = device_model.generate(ids.to(TPU), attention_mask=mask.to(TPU), **options)
+    else:
+        expected = cpu.generate(ids, **options)
+        actual = device_model.generate(ids.to(TPU), **options)
+    assert actual.device.type == "tpu"
+    assert torch.equal(actual.cpu(), expected)
+
+
+def test_greedy_generate_with_static_cache_matches_cpu():
+    # The static cache writes each step into preallocated key/value tensors (index_copy_).
+    # disable_compile: on tpu, transformers would torch.compile the decoding step with backend "tpu".
+    cpu, device_model = cpu_and_tpu_models("llama")
+    ids = tokens((2, 5), seed=4)
+    options = dict(max_new_tokens=6, do_sample=False, cache_implementation="static", disable_compile=True)
+    expected = cpu.generate(ids, **options)
+    actual = device_model.generate(ids.to(TPU), **options)
+    assert torch.equal(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize(("name", "device_map"), [("gpt2", "tpu"), ("llama", "tpu"), ("llama", "auto")])
+def test_from_pretrained_with_device_map_loads_onto_tpu(name, device_map, tmp_path):
+    torch.manual_seed(0)
+    cpu = MODELS[name]().eval()
+    cpu.save_pretrained(tmp_path)
+    assert huggingface_hub.constants.is_offline_mode()
+
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path, device_map=device_map)
+    assert type(loaded) is type(cpu)
+    for tensor_name, tensor in [*loaded.named_parameters(), *loaded.named_buffers()]:
+        assert tensor.device == torch.device("tpu", 0), tensor_name
+    if name == "gpt2":
+        # The tied output projection stays tied on the device.
+        assert loaded.lm_head.weight is loaded.transformer.wte.weight
+
+    ids = tokens((2, 7), seed=5)
+    with torch.no_grad():
+        assert_close(loaded(ids.to(TPU)).logits, cpu(ids).logits)
+
+
+def test_adamw_training_tracks_cpu():
+    cpu, device_model = cpu_and_tpu_models("llama", train=True)
+    cpu_optimizer = torch.optim.AdamW(cpu.parameters(), lr=1e-2)
+    device_optimizer = torch.optim.AdamW(device_model.parameters(), lr=1e-2)
+    cpu_losses, device_losses = [], []
+    ids = tokens((2, 12), seed=10)  # one batch, so the loss must fall
+    for _ in range(4):
+        for model, optimizer, inputs, losses in (
+            (cpu, cpu_optimizer, ids, cpu_losses),
+            (device_model, device_optimizer, ids.to(TPU), device_losses),
+        ):
+            optimizer.zero_grad()
+            loss = model(inputs, labels=inputs).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            losses.append(loss.detach())
+    assert_close(torch.stack(device_losses), torch.stack(cpu_losses), rtol=1e-5, atol=1e-6)
+    assert device_losses[-1].item() < device_losses[0].item()
+    # AdamW divides by sqrt(v): rounding in near-zero gradients moves a weight by up to ~lr per
+    # step, so the weights are compared looser than the losses.
+    device_parameters = dict(device_model.named_parameters())
+    for parameter_name, parameter in cpu.named_parameters():
+        assert_close(device_parameters[parameter_name].detach(), parameter.detach(), rtol=1e-4, atol=1e-4)
