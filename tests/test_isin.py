@@ -1,4 +1,4 @@
-"""Lowerings in csrc/ops/hf_extra.cc: isin (Transformers' generate() checks special tokens with it)."""
+"""Lowerings in csrc/ops/membership.cc: isin (Transformers' generate() checks special tokens with it)."""
 
 from __future__ import annotations
 

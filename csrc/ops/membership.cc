@@ -1,5 +1,4 @@
-// Ops that Hugging Face Transformers reaches on the tpu device beyond the core families:
-// isin (generate() checks its special tokens with it).
+// Membership tests: isin (Hugging Face's generate() checks its special tokens with it).
 #include <functional>
 #include <numeric>
 #include <vector>
