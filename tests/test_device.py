@@ -183,3 +183,20 @@ def test_module_to_moves_parameters_in_place_and_keeps_ties():
     assert weight.device.type == "tpu"
     module.to("cpu")
     assert module.b.weight is weight and weight.device.type == "cpu"
+
+
+def test_stream_query_and_tpu_event():
+    a = make((1536, 1536)).to("tpu")
+    (a @ a).cpu()
+    stream = torch.tpu.current_stream()
+    c = a @ a
+    assert not stream.query()  # the matmul is still running
+    stream.synchronize()
+    assert stream.query()
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    start.record()
+    c = a @ a
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+    assert_close(c, a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-3)

@@ -180,10 +180,21 @@ class Stream:
         synchronize()
 
     def wait_stream(self, stream) -> None:
-        pass
+        """Nothing to do: there is one queue per device, ordered by data dependencies."""
 
     def query(self) -> bool:
-        return True
+        """Whether all work launched so far has finished."""
+        return self.record_event().query()
+
+    def record_event(self, event=None):
+        event = event if event is not None else Event()
+        event.record()
+        return event
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):  # noqa: N802
+    """``torch.tpu.Event``, like ``torch.cuda.Event``: a ``torch.Event`` on the tpu device."""
+    return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
 def current_stream(device=None) -> Stream:
