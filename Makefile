@@ -46,13 +46,13 @@ test-python: build
 test: build lint test-cpp test-python
 
 lint: $(VENV)/.deps
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples tools
+	$(VENV)/bin/ruff format --check src tests benchmarks examples tools
 	$(VENV)/bin/clang-format --dry-run --Werror $$(find csrc tests/cpp -name '*.cc' -o -name '*.h')
 
 format: $(VENV)/.deps
-	$(VENV)/bin/ruff format src tests benchmarks examples
-	$(VENV)/bin/ruff check --fix src tests benchmarks examples
+	$(VENV)/bin/ruff format src tests benchmarks examples tools
+	$(VENV)/bin/ruff check --fix src tests benchmarks examples tools
 	$(VENV)/bin/clang-format -i $$(find csrc tests/cpp -name '*.cc' -o -name '*.h')
 
 clean:
