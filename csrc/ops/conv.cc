@@ -222,7 +222,12 @@ std::vector<Value> ConvolutionBackwardLowering(LoweringContext& ctx) {
 
   if (needed[0]) {
     if (p.transposed) {
-      results[0] = ConvForward(dy, w, p);
+      // output_padding >= stride leaves whole extra windows in dy: drop what lies past the input.
+      Value gradient = ConvForward(dy, w, p);
+      std::vector<int64_t> limit = gradient.shape();
+      for (size_t i = 2; i < limit.size(); ++i) limit[i] = x.shape()[i];
+      results[0] = Slice(gradient, std::vector<int64_t>(limit.size(), 0), limit,
+                         std::vector<int64_t>(limit.size(), 1));
     } else {
       ConvParams back = p;
       for (size_t i = 0; i < p.stride.size(); ++i) {
