@@ -60,3 +60,4 @@ clean:
 
 bench: build
 	$(PY) benchmarks/bench_ops.py
+	$(PY) benchmarks/bench_train.py
