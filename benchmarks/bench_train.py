@@ -11,43 +11,27 @@ import argparse
 import copy
 import os
 import statistics
+import sys
 import tempfile
 import time
 
 os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="bench_train_"))  # cold start
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
 
 import torch_tpu  # noqa: E402
 from torch_tpu import _C  # noqa: E402
 
-VOCAB, WIDTH, HEADS, LAYERS, CONTEXT, BATCH = 256, 128, 4, 2, 64, 8
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from tiny_lm import LanguageModel  # noqa: E402
 
-
-class LanguageModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, WIDTH)
-        self.position = nn.Parameter(torch.randn(CONTEXT, WIDTH) * 0.02)
-        layer = nn.TransformerEncoderLayer(
-            WIDTH, HEADS, 4 * WIDTH, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
-        )
-        self.layers = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
-        self.head = nn.Linear(WIDTH, VOCAB)
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(CONTEXT), persistent=False)
-
-    def forward(self, tokens):
-        x = self.embed(tokens) + self.position[: tokens.shape[1]]
-        return self.head(self.layers(x, mask=self.mask, is_causal=True))
+VOCAB, CONTEXT, BATCH = 256, 64, 8
 
 
 def make_step(model, optimizer):
     def step(tokens):
         optimizer.zero_grad()
-        logits = model(tokens[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+        loss = model.loss(tokens)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -75,10 +59,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
     torch.manual_seed(0)
-    model = LanguageModel()
+    model = LanguageModel(VOCAB, context=CONTEXT)
     batches = [torch.randint(0, VOCAB, (BATCH, CONTEXT + 1)) for _ in range(args.steps)]
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}")
-    print(f"model: {LAYERS} layers, width {WIDTH}, context {CONTEXT}, batch {BATCH}, AdamW + clipping")
+    print(f"model: examples/tiny_lm.py (2 layers, width 128), context {CONTEXT}, batch {BATCH}, AdamW + clipping")
 
     cpu, _ = timed_steps("cpu", model, batches, lambda: None)
     torch_tpu.metrics.reset()
