@@ -143,6 +143,22 @@ Value Add(const Value& a, const Value& b) { return Binary("stablehlo.add", a, b)
 Value Sub(const Value& a, const Value& b) { return Binary("stablehlo.subtract", a, b); }
 Value Mul(const Value& a, const Value& b) { return Binary("stablehlo.multiply", a, b); }
 Value Div(const Value& a, const Value& b) { return Binary("stablehlo.divide", a, b); }
+Value Neg(const Value& x) { return Unary("stablehlo.negate", x); }
+Value Abs(const Value& x) {
+  return ir::IsUnsignedInteger(x.dtype()) ? x : Unary("stablehlo.abs", x);
+}
+Value Exp(const Value& x) { return Unary("stablehlo.exponential", x); }
+Value Log(const Value& x) { return Unary("stablehlo.log", x); }
+Value Sqrt(const Value& x) { return Unary("stablehlo.sqrt", x); }
+Value Rsqrt(const Value& x) { return Unary("stablehlo.rsqrt", x); }
+Value And(const Value& a, const Value& b) { return Binary("stablehlo.and", a, b); }
+Value Or(const Value& a, const Value& b) { return Binary("stablehlo.or", a, b); }
+Value IsNan(const Value& x) { return Compare(x, x, "NE"); }
+
+DType OpMathType(DType dtype) {
+  return dtype == DType::kF16 || dtype == DType::kBF16 ? DType::kF32 : dtype;
+}
+
 Value Max(const Value& a, const Value& b) { return Binary("stablehlo.maximum", a, b); }
 Value Min(const Value& a, const Value& b) { return Binary("stablehlo.minimum", a, b); }
 

@@ -35,6 +35,20 @@ Value Div(const Value& a, const Value& b);
 // ops that must propagate NaN as PyTorch does use elementwise.cc's own forms.
 Value Max(const Value& a, const Value& b);
 Value Min(const Value& a, const Value& b);
+// Single StableHLO ops shared by the op families.
+Value Neg(const Value& x);
+Value Abs(const Value& x);  // the identity on unsigned integers
+Value Exp(const Value& x);
+Value Log(const Value& x);
+Value Sqrt(const Value& x);
+Value Rsqrt(const Value& x);
+Value And(const Value& a, const Value& b);
+Value Or(const Value& a, const Value& b);
+Value IsNan(const Value& x);  // x != x
+
+// The dtype PyTorch's CPU kernels compute in: f32 for f16/bf16, the type itself otherwise.
+DType OpMathType(DType dtype);
+
 // direction: EQ, NE, LT, LE, GT, GE. Result is bool.
 Value Compare(const Value& a, const Value& b, const std::string& direction);
 Value Select(const Value& predicate, const Value& on_true, const Value& on_false);

@@ -21,7 +21,6 @@ namespace {
 // ---- dtypes ----
 
 bool IsReducedFloat(DType t) { return t == DType::kF16 || t == DType::kBF16; }
-DType OpMathType(DType t) { return IsReducedFloat(t) ? DType::kF32 : t; }
 // Integer and bool inputs of float ops promote to PyTorch's default dtype.
 DType FloatType(DType t) { return ir::IsFloating(t) ? t : DType::kF32; }
 
@@ -49,23 +48,13 @@ void CheckDomain(const std::string& op, DType dtype, unsigned domain) {
 
 Value Zero(DType t) { return Constant(0, t); }
 Value One(DType t) { return Constant(1, t); }
-Value And(const Value& a, const Value& b) { return Binary("stablehlo.and", a, b); }
-Value Or(const Value& a, const Value& b) { return Binary("stablehlo.or", a, b); }
 Value Xor(const Value& a, const Value& b) { return Binary("stablehlo.xor", a, b); }
-Value Neg(const Value& x) { return Unary("stablehlo.negate", x); }
-Value Abs(const Value& x) {
-  return ir::IsUnsignedInteger(x.dtype()) ? x : Unary("stablehlo.abs", x);
-}
 Value Rem(const Value& a, const Value& b) { return Binary("stablehlo.remainder", a, b); }
 Value Power(const Value& a, const Value& b) { return Binary("stablehlo.power", a, b); }
-Value Sqrt(const Value& x) { return Unary("stablehlo.sqrt", x); }
-Value Exp(const Value& x) { return Unary("stablehlo.exponential", x); }
-Value Log(const Value& x) { return Unary("stablehlo.log", x); }
 Value Floor(const Value& x) { return Unary("stablehlo.floor", x); }
 Value Ceil(const Value& x) { return Unary("stablehlo.ceil", x); }
 Value IsNegative(const Value& x) { return Compare(x, Zero(x.dtype()), "LT"); }
 Value IsNonZero(const Value& x) { return Compare(x, Zero(x.dtype()), "NE"); }
-Value IsNan(const Value& x) { return Compare(x, x, "NE"); }
 Value IsEqualTo(const Value& x, double value) {
   return Compare(x, Constant(value, x.dtype()), "EQ");
 }

@@ -15,14 +15,8 @@ namespace {
 
 // ---- building blocks ----
 
-DType OpMathType(DType t) { return t == DType::kF16 || t == DType::kBF16 ? DType::kF32 : t; }
-
 Value C(double value, DType t) { return Constant(value, t); }
-Value Neg(const Value& x) { return Unary("stablehlo.negate", x); }
-Value Abs(const Value& x) { return Unary("stablehlo.abs", x); }
-Value Exp(const Value& x) { return Unary("stablehlo.exponential", x); }
 Value Expm1(const Value& x) { return Unary("stablehlo.exponential_minus_one", x); }
-Value Log(const Value& x) { return Unary("stablehlo.log", x); }
 Value Log1p(const Value& x) { return Unary("stablehlo.log_plus_one", x); }
 Value Tanh(const Value& x) { return Unary("stablehlo.tanh", x); }
 Value Erf(const Value& x) { return Unary("chlo.erf", x); }

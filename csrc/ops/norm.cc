@@ -11,11 +11,6 @@
 namespace torch_tpu::ops {
 namespace {
 
-// The dtype the statistics are computed in: f32 for half-precision inputs, as the CPU computes.
-DType StatisticsType(DType dtype) {
-  return dtype == DType::kF16 || dtype == DType::kBF16 ? DType::kF32 : dtype;
-}
-
 // Every dim of a rank-`rank` value except those in `kept`.
 std::vector<int64_t> DimsExcept(int64_t rank, const std::vector<int64_t>& kept) {
   std::vector<int64_t> dims;
@@ -34,8 +29,6 @@ Value MeanOver(const Value& x, const std::vector<int64_t>& dims) {
   for (int64_t d : dims) count *= x.shape()[d];
   return Div(SumOver(x, dims), Constant(static_cast<double>(count), x.dtype()));
 }
-
-Value Rsqrt(const Value& x) { return Unary("stablehlo.rsqrt", x); }
 
 // The optional tensor argument `i` as `dtype`, or an empty Value when it is absent.
 Value OptionalTensor(const LoweringContext& ctx, size_t i, DType dtype) {
@@ -56,7 +49,7 @@ Value PerChannel(const Value& channel_values, const Shape& shape) {
 // refused rather than silently leaving the running stats stale.
 std::vector<Value> NativeBatchNormLowering(LoweringContext& ctx) {
   const bool training = ctx.bool_arg(5);
-  const DType stat = StatisticsType(ctx.tensor(0).dtype());
+  const DType stat = OpMathType(ctx.tensor(0).dtype());
   Value x = Convert(ctx.tensor(0), stat);
   const Shape& shape = x.shape();
   if (!training && !(ctx.is_tensor(3) && ctx.is_tensor(4))) {
@@ -112,7 +105,7 @@ Value NormalizedInputGrad(const Value& weighted_grad, const Value& normalized, c
 // native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?,
 //   save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias).
 std::vector<Value> NativeBatchNormBackwardLowering(LoweringContext& ctx) {
-  const DType stat = StatisticsType(ctx.tensor(1).dtype());
+  const DType stat = OpMathType(ctx.tensor(1).dtype());
   Value grad_out = Convert(ctx.tensor(0), stat);
   Value x = Convert(ctx.tensor(1), stat);
   const Shape& shape = x.shape();
@@ -145,7 +138,7 @@ std::vector<Value> NativeBatchNormBackwardLowering(LoweringContext& ctx) {
 //   output_mask) -> (grad_input, grad_weight, grad_bias). mean and rstd have the input's leading
 // dims and size-1 normalized dims; weight and bias have normalized_shape.
 std::vector<Value> NativeLayerNormBackwardLowering(LoweringContext& ctx) {
-  const DType stat = StatisticsType(ctx.tensor(1).dtype());
+  const DType stat = OpMathType(ctx.tensor(1).dtype());
   Value grad_out = Convert(ctx.tensor(0), stat);
   Value x = Convert(ctx.tensor(1), stat);
   const Shape& shape = x.shape();
@@ -174,7 +167,7 @@ std::vector<Value> NativeLayerNormBackwardLowering(LoweringContext& ctx) {
 //   -> (grad_input, grad_weight, grad_bias). mean and rstd are [N, group]; weight is [C].
 // Works on the input viewed as [N, group, C / group, HxW].
 std::vector<Value> NativeGroupNormBackwardLowering(LoweringContext& ctx) {
-  const DType stat = StatisticsType(ctx.tensor(1).dtype());
+  const DType stat = OpMathType(ctx.tensor(1).dtype());
   const int64_t n = ctx.int_arg(5);
   const int64_t channels = ctx.int_arg(6);
   const int64_t spatial = ctx.int_arg(7);

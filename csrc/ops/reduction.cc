@@ -65,9 +65,6 @@ Value Identity(Combine combine, DType dtype) {
   return Value{};
 }
 
-Value IsNan(const Value& x) { return Compare(x, x, "NE"); }
-Value Or(const Value& a, const Value& b) { return Binary("stablehlo.or", a, b); }
-
 // Combines two values. Floating max/min propagate NaN like the CPU; an explicit select, because
 // XLA's CPU backend drops NaN in a maximum reduce (max of [1, nan, 3] gave 3).
 Value CombineValues(Combine combine, const Value& a, const Value& b) {
@@ -93,11 +90,6 @@ Value ReduceWith(const Value& x, const std::vector<int64_t>& dims, Combine combi
   return ir::MakeMultiOp("stablehlo.reduce", {x, Identity(combine, x.dtype())},
                          {TensorType{x.dtype(), shape}}, "dimensions = " + ir::I64Array(sorted),
                          {std::move(body)})[0];
-}
-
-// Half-precision reductions accumulate in f32, as the CPU does.
-DType AccumulationType(DType dtype) {
-  return dtype == DType::kF16 || dtype == DType::kBF16 ? DType::kF32 : dtype;
 }
 
 // The dims an optional `int[1]?` or `int` argument names; absent or empty means all dims.
@@ -132,7 +124,7 @@ Value Finish(const Value& value, const TensorType& output) {
 
 // The input as the output dtype (PyTorch casts before reducing), widened for accumulation.
 Value AccumulationInput(const Value& x, DType output_dtype) {
-  return Convert(Convert(x, output_dtype), AccumulationType(output_dtype));
+  return Convert(Convert(x, output_dtype), OpMathType(output_dtype));
 }
 
 Value Not(const Value& x) { return Unary("stablehlo.not", x); }
@@ -302,7 +294,7 @@ struct Moments {
 // inf or NaN, as on the CPU). Results keep the reduced dims as size 1.
 Moments VarianceAndMean(const LoweringContext& ctx, const Value& x,
                         const std::vector<int64_t>& dims, const Scalar& correction) {
-  const DType t = AccumulationType(x.dtype());
+  const DType t = OpMathType(x.dtype());
   Value input = Convert(x, t);
   Value count = Constant(static_cast<double>(CountOf(x.shape(), dims)), t);
   Value mean = KeepDims(Div(ReduceWith(input, dims, Combine::kSum), count), x.shape(), dims);
@@ -418,7 +410,7 @@ std::vector<Value> SoftmaxLowering(LoweringContext& ctx) {
   }
   const std::vector<int64_t> dims = SoftmaxDims(ctx, 1, x.rank());
   // Half precision runs in f32, as on the CPU.
-  Value input = Convert(x, AccumulationType(x.dtype()));
+  Value input = Convert(x, OpMathType(x.dtype()));
   Value shifted = Sub(input, KeepDims(ReduceWith(input, dims, Combine::kMax), input.shape(), dims));
   Value exp = Unary("stablehlo.exponential", shifted);
   Value sum = KeepDims(ReduceWith(exp, dims, Combine::kSum), input.shape(), dims);
@@ -430,7 +422,7 @@ std::vector<Value> SoftmaxLowering(LoweringContext& ctx) {
 template <bool kLog>
 std::vector<Value> SoftmaxBackwardLowering(LoweringContext& ctx) {
   CheckSameScalarType(ctx.tensor(0).dtype(), ctx.tensor(1).dtype());
-  const DType t = AccumulationType(ctx.tensor(1).dtype());
+  const DType t = OpMathType(ctx.tensor(1).dtype());
   Value grad = Convert(ctx.tensor(0), t);
   Value output = Convert(ctx.tensor(1), t);
   const std::vector<int64_t> dims = SoftmaxDims(ctx, 2, output.rank());

@@ -8,8 +8,6 @@
 namespace torch_tpu::ops {
 namespace {
 
-Value IsNan(const Value& x) { return Compare(x, x, "NE"); }
-
 // "a goes before b": a < b ascending, a > b descending, with NaN above every number. Equal
 // elements (and NaNs) compare false both ways, so the stable sort keeps their input order.
 Value Before(const Value& a, const Value& b, bool descending) {
