@@ -61,3 +61,4 @@ clean:
 bench: build
 	$(PY) benchmarks/bench_ops.py
 	$(PY) benchmarks/bench_train.py
+	$(PY) benchmarks/bench_precision.py

@@ -12,29 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 os.environ.setdefault("TORCH_TPU_DISK_CACHE", "0")  # cold compiles must really compile
 
 import torch  # noqa: E402
+from _timing import median_seconds  # noqa: E402
 
 import torch_tpu  # noqa: E402
 from torch_tpu import _C  # noqa: E402
-
-
-def median_seconds(fn, sync, repeats: int) -> float:
-    for _ in range(5):
-        fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        sync()  # while `result` is alive, so the wait covers its computation
-        samples.append(time.perf_counter() - start)
-        del result
-    return statistics.median(samples)
-
 
 CASES = {
     "add 1k": (lambda: (torch.randn(1000), torch.randn(1000)), torch.add),

@@ -57,11 +57,14 @@ def timed_steps(device, model, batches, sync):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--precision", default=None, help="DEFAULT, HIGH or HIGHEST (default: torch_tpu's default)")
     args = parser.parse_args()
+    if args.precision is not None:
+        torch.tpu.precision(args.precision)
     torch.manual_seed(0)
     model = LanguageModel(VOCAB, context=CONTEXT)
     batches = [torch.randint(0, VOCAB, (BATCH, CONTEXT + 1)) for _ in range(args.steps)]
-    print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}")
+    print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
     print(f"model: examples/tiny_lm.py (2 layers, width 128), context {CONTEXT}, batch {BATCH}, AdamW + clipping")
 
     cpu, _ = timed_steps("cpu", model, batches, lambda: None)

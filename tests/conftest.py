@@ -6,8 +6,18 @@ import pytest
 import torch
 
 import torch_tpu  # noqa: F401  (registers the tpu device)
+from torch_tpu.precision import Precision, precision
 
 TPU = torch.device("tpu")
+
+
+@pytest.fixture(autouse=True)
+def highest_precision():
+    """Tests compare f32 products with the CPU's f32 arithmetic, so they run under HIGHEST rather
+    than the DEFAULT mode (bf16 operands); tests of the modes set their own."""
+    with precision(Precision.HIGHEST):
+        yield
+
 
 # Tolerances that fit each dtype (elementwise results; reductions may widen them).
 TOLERANCES = {

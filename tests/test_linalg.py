@@ -315,19 +315,8 @@ def test_addbmm_mat_dtype_error():
 @pytest.fixture
 def mode(request):
     """Runs the test under a precision mode set through torch_tpu's API, then restores it."""
-    saved = torch.get_float32_matmul_precision()
-    precision(request.param)
-    yield request.param
-    torch.set_float32_matmul_precision(saved)
-
-
-def test_default_setting_is_highest():
-    # PyTorch's default float32 matmul precision is "highest", so unless a script changes it the
-    # tpu device computes f32 products in full f32, to f32 accuracy.
-    assert torch.get_float32_matmul_precision() == "highest"
-    assert precision().name == "HIGHEST"
-    a, b = make((64, 256)), make((256, 48))
-    check_product(a.to(TPU) @ b.to(TPU), torch.mm, a, b, accumulation=F32_ACCUMULATION["HIGHEST"])
+    with precision(request.param):
+        yield request.param
 
 
 @pytest.mark.parametrize("mode", ["DEFAULT", "HIGH", "HIGHEST"], indirect=True)

@@ -21,7 +21,6 @@
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "ops/builder.h"
-#include "ops/precision.h"
 
 namespace torch_tpu::aten {
 
@@ -297,19 +296,6 @@ void AppendRandomKey(const c10::OperatorHandle& op, const c10::Stack& args, c10:
   }
 }
 
-// torch.set_float32_matmul_precision is the precision API: medium -> DEFAULT, high -> HIGH,
-// highest -> HIGHEST (DESIGN.md, "Platforms and numerics").
-ops::Precision CurrentPrecision() {
-  switch (at::globalContext().float32MatmulPrecision()) {
-    case at::Float32MatmulPrecision::MEDIUM:
-      return ops::Precision::kDefault;
-    case at::Float32MatmulPrecision::HIGH:
-      return ops::Precision::kHigh;
-    default:
-      return ops::Precision::kHighest;
-  }
-}
-
 // x[mask] has a data-dependent shape: boolean index tensors become the long indices of their
 // true elements (a host read, as on CUDA), so the meta run and the lowering see fixed shapes.
 void ExpandBooleanIndices(c10::Stack& stack, size_t begin) {
@@ -487,7 +473,6 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
         if (IsSupportedDType(promoted)) ctx.promoted = ToDType(promoted);
       }
       AppendRandomKey(op, args, device.index(), ctx);
-      ops::SetMatmulPrecision(CurrentPrecision());
 
       // 4. Lower, then write each result through its output's view.
       std::vector<ir::Value> results;

@@ -13,8 +13,8 @@
 namespace torch_tpu::ops {
 
 namespace {
-// PyTorch's default float32 matmul precision is "highest".
-std::atomic<Precision> current_precision{Precision::kHighest};
+// DEFAULT, the TPU's own default, on every platform (DESIGN.md "Platforms and numerics").
+std::atomic<Precision> current_precision{Precision::kDefault};
 }  // namespace
 
 Precision MatmulPrecision() { return current_precision.load(std::memory_order_relaxed); }

@@ -9,6 +9,7 @@
 #include "exec/compile_cache.h"
 #include "exec/context.h"
 #include "exec/storage.h"
+#include "ops/precision.h"
 
 namespace py = pybind11;
 using namespace torch_tpu;
@@ -112,6 +113,9 @@ PYBIND11_MODULE(_C, m) {
     if (exec::CurrentMode() == exec::Mode::kDeferAndFuse && mode != 2) aten::SynchronizeDevice();
     exec::SetMode(static_cast<exec::Mode>(mode));
   });
+  m.def("_get_precision", [] { return static_cast<int>(ops::MatmulPrecision()); });
+  m.def("_set_precision",
+        [](int precision) { ops::SetMatmulPrecision(static_cast<ops::Precision>(precision)); });
   m.def("_pending_count", [] { return exec::PendingCount(); });
   m.def("_metrics", &Metrics);
   m.def("_reset_metrics", [] { exec::GetMetrics().Reset(); });

@@ -19,7 +19,7 @@ from torch_tpu import (
     _plugin,  # noqa: E402
 )
 
-__all__ = ["execution_mode", "platform", "metrics", "api", "ExecutionMode"]
+__all__ = ["execution_mode", "platform", "metrics", "api", "ExecutionMode", "Precision", "precision"]
 
 _C._configure(_plugin.candidates(), _plugin.num_devices())
 
@@ -33,6 +33,9 @@ torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module
 
 from torch_tpu import api, metrics  # noqa: E402
 from torch_tpu._mode import ExecutionMode, execution_mode  # noqa: E402
+from torch_tpu.precision import Precision, _forward_torch_setting, precision  # noqa: E402
+
+_forward_torch_setting()
 
 
 def platform() -> str:

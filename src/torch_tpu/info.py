@@ -7,6 +7,7 @@ import sys
 
 from torch_tpu import _C, _plugin
 from torch_tpu._mode import ExecutionMode
+from torch_tpu.precision import precision
 
 
 def _directory_size(path: str) -> tuple[int, int]:
@@ -41,6 +42,7 @@ def describe() -> str:
     files, size = _directory_size(cache) if os.path.isdir(cache) else (0, 0)
     lines.append(f"cache directory: {cache} ({files} files, {size / 2**20:.1f} MiB)")
     lines.append(f"execution mode: {ExecutionMode(_C._get_mode()).name.lower()}")
+    lines.append(f"matmul/conv precision: {precision().name}")
     return "\n".join(lines)
 
 
