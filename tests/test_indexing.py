@@ -558,3 +558,31 @@ def test_scatter_errors():
         torch.zeros(1, 1, dtype=torch.long),
         make((1, 1), torch.bool),
     )
+
+
+# ---- masked_scatter ----
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("mask_shape", [(4, 5), (5,), (4, 1), ()])
+def test_masked_scatter(dtype, mask_shape):
+    self_, mask = make((4, 5), dtype), make(mask_shape, torch.bool)
+    source = make((4, 6), dtype)  # more elements than the mask can select
+    expected = self_.masked_scatter(mask, source)
+    assert_close(self_.to(TPU).masked_scatter(mask.to(TPU), source.to(TPU)), expected)
+    inplace = noncontiguous(self_.to(TPU))
+    inplace.masked_scatter_(mask.to(TPU), source.to(TPU))
+    assert_close(inplace, expected)
+
+
+def test_masked_scatter_exact_size_source_and_grad():
+    x, mask = make((3, 4)), make((3, 4), torch.bool)
+    source = make((int(mask.sum()),)).requires_grad_(True)
+    tpu_source = source.detach().to(TPU).requires_grad_(True)
+    expected = x.masked_scatter(mask, source)
+    got = x.to(TPU).masked_scatter(mask.to(TPU), tpu_source)
+    assert_close(got.detach(), expected.detach())
+    grad = make((3, 4))
+    expected.backward(grad)
+    got.backward(grad.to(TPU))
+    assert_close(tpu_source.grad, source.grad)

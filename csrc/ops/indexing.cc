@@ -339,6 +339,23 @@ Value MaskedPut(const Value& self, const std::vector<Value>& indices, const Valu
   return Select(BroadcastInDim(mask, self.shape(), mask_dims), update, self);
 }
 
+// masked_scatter_(self, mask, source): the k-th true element of the broadcast mask, in row-major
+// order, takes source's k-th element, k again from a prefix sum, so nothing waits on the data. A
+// source shorter than the mask's count is read clamped (the CPU's check would need a host sync).
+std::vector<Value> MaskedScatterLowering(LoweringContext& ctx) {
+  Value self = ctx.tensor(0);
+  const int64_t count = ir::NumElements(self.shape());
+  const int64_t available = ir::NumElements(ctx.tensor(2).shape());
+  if (count == 0 || available == 0) return {self};
+  const Value mask = BroadcastTo(Convert(ctx.tensor(1), DType::kBool), self.shape());
+  const Value source = Reshape(Convert(ctx.tensor(2), self.dtype()), {available});
+  Value position =
+      Sub(PrefixSum(Convert(Reshape(mask, {count}), DType::kS64)), Constant(1, DType::kS64));
+  position = Min(Max(position, Constant(0, DType::kS64)), Constant(available - 1, DType::kS64));
+  IndexedAccess access{StackPoints({position}), {0}, 0};
+  return {Select(mask, Reshape(Gather(source, access), self.shape()), self)};
+}
+
 // _index_put_impl_(self, indices, values, accumulate, unsafe).
 std::vector<Value> IndexPutLowering(LoweringContext& ctx) {
   Value self = ctx.tensor(0);
@@ -466,6 +483,7 @@ LoweringRegistrar registrar({
     {"take", TakeLowering},
     {"index", IndexLowering},
     {"_index_put_impl", IndexPutLowering},
+    {"masked_scatter", MaskedScatterLowering},
     {"put", PutLowering},
     {"index_add", IndexAddLowering},
     {"index_copy", IndexCopyLowering},

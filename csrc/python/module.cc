@@ -9,6 +9,7 @@
 #include "exec/compile_cache.h"
 #include "exec/context.h"
 #include "exec/storage.h"
+#include "ops/lowering.h"
 #include "ops/precision.h"
 
 namespace py = pybind11;
@@ -113,6 +114,7 @@ PYBIND11_MODULE(_C, m) {
     if (exec::CurrentMode() == exec::Mode::kDeferAndFuse && mode != 2) aten::SynchronizeDevice();
     exec::SetMode(static_cast<exec::Mode>(mode));
   });
+  m.def("_registered_lowerings", [] { return ops::RegisteredLowerings(); });
   m.def("_get_precision", [] { return static_cast<int>(ops::MatmulPrecision()); });
   m.def("_set_precision",
         [](int precision) { ops::SetMatmulPrecision(static_cast<ops::Precision>(precision)); });
