@@ -478,3 +478,95 @@ def test_dropout_training_step_runs_backward():
     loss = F.cross_entropy(model(torch.randint(0, 20, (8, 3), device=TPU)), torch.randint(0, 5, (8,), device=TPU))
     loss.backward()
     assert all(p.grad is not None and torch.isfinite(p.grad.cpu()).all() for p in model.parameters())
+
+
+# ---- shrinks, prelu, rrelu ----
+
+SHRINKS = {
+    "hardshrink": F.hardshrink,
+    "hardshrink_lambd": lambda x: F.hardshrink(x, 1.25),
+    "softshrink": F.softshrink,
+    "softshrink_lambd": lambda x: F.softshrink(x, 1.25),
+    "rrelu_eval": lambda x: F.rrelu(x, training=False),
+    "rrelu_eval_bounds": lambda x: F.rrelu(x, 0.1, 0.6, training=False),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(SHRINKS))
+def test_shrink_and_rrelu_forward_and_backward(name, dtype):
+    x = make((4, 33), dtype, low=-3, high=3)
+    run_both(SHRINKS[name], [x])
+
+
+@pytest.mark.parametrize("name", sorted(SHRINKS))
+def test_shrink_and_rrelu_noncontiguous_and_0d(name):
+    run_both(SHRINKS[name], [make((6, 5))], noncontiguous_inputs=True)
+    run_both(SHRINKS[name], [make(())])
+
+
+def test_shrink_at_the_bounds_and_nan():
+    x = torch.tensor([-0.5, 0.5, -0.25, 0.0, 0.75, float("nan"), float("inf"), -float("inf")])
+    for fn in (F.hardshrink, F.softshrink):
+        run_both(fn, [x])
+
+
+def test_shrink_out_and_rrelu_inplace():
+    x = make((3, 4))
+    out = torch.empty(0, device=TPU)
+    torch.ops.aten.hardshrink.out(x.to(TPU), 0.5, out=out)
+    assert_close(out, F.hardshrink(x, 0.5))
+    torch.ops.aten.softshrink.out(x.to(TPU), 0.5, out=out)
+    assert_close(out, F.softshrink(x, 0.5))
+    inplace = x.to(TPU)
+    F.rrelu(inplace, training=False, inplace=True)
+    assert_close(inplace, F.rrelu(x, training=False))
+
+
+def test_shrink_and_rrelu_errors():
+    with pytest.raises(RuntimeError, match=r"lambda must be in range \[0, .*but found -1"):
+        F.softshrink(make((3,)).to(TPU), -1.0)
+    for fn in (F.hardshrink, F.softshrink):
+        with pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
+            fn(make((3,), torch.int32).to(TPU))
+    # Training mode draws random slopes the CPU's generator stream decides: not lowered.
+    with pytest.raises(NotImplementedError, match="rrelu_with_noise"):
+        F.rrelu(make((3,)).to(TPU), training=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("channels", [1, 5])
+def test_prelu_forward_and_backward(dtype, channels):
+    x = make((2, 5, 7), dtype)
+    weight = make((channels,), dtype, low=0.0, high=0.5)
+    run_both(F.prelu, [x, weight], grad_of=(0, 1), rtol=2e-2 if dtype != torch.float32 else 1e-5)
+
+
+def test_prelu_noncontiguous_and_0d():
+    run_both(F.prelu, [make((4, 6)), make((6,))], grad_of=(0, 1), noncontiguous_inputs=True)
+    run_both(F.prelu, [make(()), make((1,))], grad_of=(0, 1))
+
+
+@pytest.mark.parametrize("dtype", TRAINING_FLOATS)
+def test_prelu_module_parameter_grads(dtype):
+    cpu = torch.nn.PReLU(3).to(dtype)
+    with torch.no_grad():
+        cpu.weight.uniform_(0.0, 0.5)
+    device = torch.nn.PReLU(3).to(dtype).to(TPU)
+    device.load_state_dict(cpu.state_dict())
+    x = make((4, 3, 6), dtype)
+    expected = cpu(x)
+    actual = device(x.to(TPU))
+    assert_close(actual, expected)
+    seed = make(expected.shape, dtype)
+    expected.backward(seed)
+    actual.backward(seed.to(TPU))
+    assert_close(device.weight.grad, cpu.weight.grad, rtol=5e-2, atol=5e-2)
+
+
+def test_prelu_errors():
+    x = make((2, 5, 7)).to(TPU)
+    with pytest.raises(RuntimeError, match="Mismatch of parameter numbers and input channel size"):
+        F.prelu(x, make((3,)).to(TPU))
+    with pytest.raises(RuntimeError, match="prelu: Expected `weight` to be a scalar or 1D tensor"):
+        F.prelu(x, make((5, 1)).to(TPU))

@@ -43,10 +43,11 @@ std::vector<int64_t> AllDims(const Value& x) {
 
 Value SumAll(const Value& x) { return Reduce(x, AllDims(x), "stablehlo.add", C(0, x.dtype())); }
 
+// The CPU raises NotImplementedError for these dtypes; UnsupportedError becomes one too (and
+// with TORCH_TPU_CPU_FALLBACK=1 the CPU raises its own).
 void CheckFloating(const LoweringContext& ctx, DType t) {
   if (!ir::IsFloating(t)) {
-    throw std::runtime_error("\"" + ctx.name + "\" not implemented for '" + ScalarTypeName(t) +
-                             "'");
+    throw UnsupportedError("\"" + ctx.name + "\" not implemented for '" + ScalarTypeName(t) + "'");
   }
 }
 
@@ -209,6 +210,50 @@ Value LogSigmoidBackward(const LoweringContext&, const std::vector<Value>& x, DT
   return Mul(grad, Sub(max_derivative, Mul(sign, Div(z, Add(C(1, t), z)))));
 }
 
+// hardshrink(self, lambd): 0 inside [-lambd, lambd] (bounds included, as on the CPU), else self.
+Value Hardshrink(const LoweringContext& ctx, const std::vector<Value>& x, DType t) {
+  Value lambd = ctx.value(1, t);
+  Value inside = And(GreaterEqual(x[0], Neg(lambd)), LessEqual(x[0], lambd));
+  return Where(inside, C(0, t), x[0]);
+}
+
+// hardshrink_backward and softshrink_backward(grad, self, lambd) share this gradient.
+Value ShrinkBackward(const LoweringContext& ctx, const std::vector<Value>& x, DType t) {
+  Value lambd = ctx.value(2, t);
+  Value inside = And(GreaterEqual(x[1], Neg(lambd)), LessEqual(x[1], lambd));
+  return Where(inside, C(0, t), x[0]);
+}
+
+// softshrink(self, lambd): moves self toward 0 by lambd; the middle is self * 0 so NaN stays NaN.
+Value Softshrink(const LoweringContext& ctx, const std::vector<Value>& x, DType t) {
+  Value lambd = ctx.value(1, t);
+  return Where(Greater(x[0], lambd), Sub(x[0], lambd),
+               Where(Less(x[0], Neg(lambd)), Add(x[0], lambd), Mul(x[0], C(0, t))));
+}
+
+// _prelu_kernel(self, weight): weight is already shaped to broadcast against self.
+Value Prelu(const LoweringContext&, const std::vector<Value>& x, DType t) {
+  return Where(Greater(x[0], C(0, t)), x[0], Mul(x[1], x[0]));
+}
+
+// rrelu_with_noise(self, noise, lower, upper, training, generator): in eval mode a leaky relu
+// with the mean slope. Training draws a slope per element from the CPU's generator stream, which
+// cannot be reproduced here.
+Value RreluSlope(const LoweringContext& ctx, size_t lower, size_t training, DType t) {
+  if (ctx.bool_arg(training)) throw UnsupportedError("rrelu with training=True");
+  return Div(Add(ctx.value(lower, t), ctx.value(lower + 1, t)), C(2, t));
+}
+
+Value RreluWithNoise(const LoweringContext& ctx, const std::vector<Value>& x, DType t) {
+  return Where(Greater(x[0], C(0, t)), x[0], Mul(x[0], RreluSlope(ctx, 2, 4, t)));
+}
+
+// rrelu_with_noise_backward(grad, self, noise, lower, upper, training, self_is_result): self and
+// the result have the same sign, so either works.
+Value RreluWithNoiseBackward(const LoweringContext& ctx, const std::vector<Value>& x, DType t) {
+  return Where(Greater(x[1], C(0, t)), x[0], Mul(x[0], RreluSlope(ctx, 3, 5, t)));
+}
+
 // xlogy(x, y) = x * log(y), 0 where x == 0 unless y is NaN (kl_div's decomposition uses it).
 Value Xlogy(const LoweringContext&, const std::vector<Value>& x, DType t) {
   const Value &a = x[0], &b = x[1];
@@ -239,6 +284,13 @@ const std::unordered_map<std::string, PointwiseOp>& PointwiseOps() {
       {"hardtanh_backward", {{0, 1}, HardtanhBackward}},
       {"log_sigmoid_backward", {{0, 1}, LogSigmoidBackward}},
       {"xlogy", {{0, 1}, Xlogy}},
+      {"hardshrink", {{0}, Hardshrink}},
+      {"hardshrink_backward", {{0, 1}, ShrinkBackward}},
+      {"softshrink", {{0}, Softshrink}},
+      {"softshrink_backward", {{0, 1}, ShrinkBackward}},
+      {"_prelu_kernel", {{0, 1}, Prelu}},
+      {"rrelu_with_noise", {{0}, RreluWithNoise}},
+      {"rrelu_with_noise_backward", {{0, 1}, RreluWithNoiseBackward}},
   };
   return ops;
 }
@@ -296,6 +348,23 @@ std::vector<Value> LogSigmoidForwardLowering(LoweringContext& ctx) {
                      ? Convert(z, ctx.output(1).dtype)
                      : Constant(0, ctx.output(1).dtype, ctx.output(1).shape);
   return {Convert(output, out.dtype), buffer};
+}
+
+// _prelu_kernel_backward(grad, self, weight) -> (grad_self, grad_weight), both of the broadcast
+// shape (autograd sums grad_weight down to weight's shape).
+std::vector<Value> PreluBackwardLowering(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  CheckFloating(ctx, out.dtype);
+  const DType t = OpMathType(out.dtype);
+  const Shape shape = BroadcastShapes(ctx.tensor(1).shape(), ctx.tensor(2).shape());
+  Value grad = BroadcastTo(Convert(ctx.tensor(0), t), shape);
+  Value self = BroadcastTo(Convert(ctx.tensor(1), t), shape);
+  Value weight = BroadcastTo(Convert(ctx.tensor(2), t), shape);
+  Value positive = Greater(self, C(0, t));
+  Value grad_self = Where(positive, grad, Mul(weight, grad));
+  Value grad_weight = Where(positive, C(0, t), Mul(self, grad));
+  return {BroadcastTo(Convert(grad_self, out.dtype), out.shape),
+          BroadcastTo(Convert(grad_weight, ctx.output(1).dtype), ctx.output(1).shape)};
 }
 
 // ---- dropout ----
@@ -595,6 +664,14 @@ LoweringRegistrar registrar({
     {"hardtanh_backward", PointwiseLowering},
     {"log_sigmoid_backward", PointwiseLowering},
     {"xlogy", PointwiseLowering},
+    {"hardshrink", PointwiseLowering},
+    {"hardshrink_backward", PointwiseLowering},
+    {"softshrink", PointwiseLowering},
+    {"softshrink_backward", PointwiseLowering},
+    {"_prelu_kernel", PointwiseLowering},
+    {"_prelu_kernel_backward", PreluBackwardLowering},
+    {"rrelu_with_noise", PointwiseLowering},
+    {"rrelu_with_noise_backward", PointwiseLowering},
     {"hardtanh", HardtanhLowering},
     {"log_sigmoid_forward", LogSigmoidForwardLowering},
     {"native_dropout", NativeDropoutLowering},

@@ -1,8 +1,11 @@
-// Lowerings for 2-D pooling and interpolation, forward and backward: max_pool2d_with_indices,
-// avg_pool2d, _adaptive_avg_pool2d, upsample_nearest2d and upsample_bilinear2d. Windows are
-// stablehlo.reduce_window; backward passes scatter-add into the input or sum windows of the
-// dilated gradient. Interpolation and adaptive windows are static, so their source indices and
-// weights are computed here, with the CPU kernels' own arithmetic, and become constants.
+// Lowerings for 2-D and 3-D pooling and 1-D to 3-D interpolation, forward and backward:
+// max_pool{2,3}d_with_indices, avg_pool{2,3}d, _adaptive_avg_pool{2,3}d, adaptive_max_pool{2,3}d,
+// upsample_nearest{1,2,3}d, _upsample_nearest_exact{1,2,3}d, upsample_linear1d, bilinear2d,
+// trilinear3d and bicubic2d. (1-D pooling decomposes into the 2-D ops.) Every lowering is
+// generic over the number of trailing spatial dims. Windows are stablehlo.reduce_window;
+// backward passes scatter-add into the input or sum windows of the dilated gradient.
+// Interpolation and adaptive windows are static, so their source indices and weights are
+// computed here, with the CPU kernels' own arithmetic, and become constants.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "ops/builder.h"
+#include "ops/type_names.h"
 
 namespace torch_tpu::ops {
 namespace {
@@ -23,39 +27,49 @@ DType Accumulation(DType dtype) {
 }
 
 // The CPU kernels (and these lowerings) have no bool forms; `floating_only` ops no integer ones.
-void CheckDType(const Value& x, const char* op, bool floating_only) {
+// The message reads as the CPU's dispatch error.
+void CheckDType(const Value& x, const std::string& op, bool floating_only) {
   if (x.dtype() == DType::kBool || (floating_only && !ir::IsFloating(x.dtype()))) {
-    throw UnsupportedError(std::string(op) + " of a " +
-                           (x.dtype() == DType::kBool ? "bool" : "integer") + " tensor");
+    throw UnsupportedError("\"" + op + "\" not implemented for '" + ScalarTypeName(x.dtype()) +
+                           "'");
   }
 }
 
-// A 2-element int[2] argument (PyTorch accepts a single value for both), or `fallback` if empty.
-std::vector<int64_t> Pair(const LoweringContext& ctx, size_t i, std::vector<int64_t> fallback) {
+std::string OpName(const char* family, int dims) { return family + std::to_string(dims) + "d"; }
+
+// An int[dims] argument (PyTorch accepts a single value for all dims), or `fallback` if empty.
+std::vector<int64_t> SpatialList(const LoweringContext& ctx, size_t i, int dims,
+                                 std::vector<int64_t> fallback) {
   if (!ctx.has(i) || ctx.int_list(i).empty()) return fallback;
   const std::vector<int64_t>& v = ctx.int_list(i);
-  return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
+  return v.size() == 1 ? std::vector<int64_t>(dims, v[0]) : v;
 }
 
-// The (kernel, stride, padding, dilation) of a 2-D pooling window over the last two dims.
+// The (kernel, stride, padding, dilation) of a pooling window over the trailing spatial dims.
 struct PoolWindow {
-  std::vector<int64_t> kernel, stride, padding, dilation{1, 1};
+  std::vector<int64_t> kernel, stride, padding, dilation;
 };
 
-// stablehlo.reduce_window over the last two dims of each operand with `body` combining
+// The trailing `dims` sizes of `shape`.
+std::vector<int64_t> Trailing(const Shape& shape, int dims) {
+  return std::vector<int64_t>(shape.end() - dims, shape.end());
+}
+
+// stablehlo.reduce_window over the trailing spatial dims of each operand with `body` combining
 // (accumulated..., element...) scalars; padding is filled with the init values. Output spatial
 // sizes are `out` (the meta function's, which includes ceil_mode's extra window).
 template <typename Body>
 std::vector<Value> ReduceWindow(const std::vector<Value>& operands, const std::vector<Value>& inits,
                                 const PoolWindow& w, const std::vector<int64_t>& out, Body&& body) {
   const int64_t rank = operands[0].rank();
+  const auto first = rank - static_cast<int64_t>(w.kernel.size());
   std::vector<int64_t> dims(rank, 1), strides(rank, 1), dilations(rank, 1);
   std::string padding;
   Shape shape = operands[0].shape();
   for (int64_t i = 0; i < rank; ++i) {
     int64_t low = 0, high = 0;
-    if (i >= rank - 2) {
-      const int64_t s = i - (rank - 2);
+    if (i >= first) {
+      const int64_t s = i - first;
       dims[i] = w.kernel[s];
       strides[i] = w.stride[s];
       dilations[i] = w.dilation[s];
@@ -93,56 +107,63 @@ Value SumWindows(const Value& x, const PoolWindow& w, const std::vector<int64_t>
       })[0];
 }
 
-Shape SpatialShape(const Value& x) { return {x.shape()[x.rank() - 2], x.shape()[x.rank() - 1]}; }
+// ---- max pooling: max_pool{2,3}d_with_indices, adaptive_max_pool{2,3}d ----
 
-// ---- max_pool2d_with_indices ----
+// The flat position of every element within its plane of the trailing `dims` dims (d * H * W +
+// h * W + w): the CPU's max-pool index.
+Value PlaneIndex(const Shape& shape, int dims) {
+  const auto rank = static_cast<int64_t>(shape.size());
+  Value flat = Constant(0, DType::kS64, shape);
+  int64_t stride = 1;
+  for (int64_t i = rank - 1; i >= rank - dims; --i) {
+    flat = Add(flat, Mul(Iota(TensorType{DType::kS64, shape}, i),
+                         ir::IntegerConstant(stride, DType::kS64)));
+    stride *= shape[i];
+  }
+  return flat;
+}
 
-// (self, kernel_size, stride, padding, dilation, ceil_mode) -> (values, indices): each index is
-// the flat position h * W + w of the maximum in its plane. Ties keep the first (smallest) index,
-// as the CPU's scan does; NaN wins over numbers, and among NaNs the CPU's scan keeps the last.
-std::vector<Value> MaxPoolLowering(LoweringContext& ctx) {
-  const Value x = ctx.tensor(0);
-  CheckDType(x, "max_pool2d", false);
-  PoolWindow w;
-  w.kernel = Pair(ctx, 1, {});
-  w.stride = Pair(ctx, 2, w.kernel);
-  w.padding = Pair(ctx, 3, {0, 0});
-  w.dilation = Pair(ctx, 4, {1, 1});
-  const Shape& out_shape = ctx.output(0).shape;
-  const std::vector<int64_t> out{out_shape[out_shape.size() - 2], out_shape.back()};
-  const Shape plane = SpatialShape(x);
-  const int64_t rank = x.rank();
-  Value flat = Add(Mul(Iota(TensorType{DType::kS64, x.shape()}, rank - 2),
-                       ir::IntegerConstant(plane[1], DType::kS64)),
-                   Iota(TensorType{DType::kS64, x.shape()}, rank - 1));
-  const DType dtype = x.dtype();
-  const bool floating = ir::IsFloating(dtype);
-  Value lowest = floating
+// The max-with-index reduction's (initial value, initial index) for `dtype`.
+std::vector<Value> MaxInits(DType dtype) {
+  Value lowest = ir::IsFloating(dtype)
                      ? ir::ScalarConstant(-std::numeric_limits<double>::infinity(), dtype)
                      : ir::IntegerConstant(ir::ByteSize(dtype) == 8
                                                ? std::numeric_limits<int64_t>::min()
                                                : -(int64_t{1} << (ir::ByteSize(dtype) * 8 - 1)),
                                            dtype);
   if (ir::IsUnsignedInteger(dtype)) lowest = ir::IntegerConstant(0, dtype);
-  Value no_index = ir::IntegerConstant(std::numeric_limits<int64_t>::max(), DType::kS64);
-  auto results =
-      ReduceWindow({x, flat}, {lowest, no_index}, w, out, [&](const std::vector<Value>& a) {
-        const Value &av = a[0], &ai = a[1], &bv = a[2], &bi = a[3];
-        Value a_wins = Compare(av, bv, "GT");
-        Value tie = Compare(av, bv, "EQ");
-        Value a_first = Compare(ai, bi, "LT");
-        a_wins = Binary("stablehlo.or", a_wins, Binary("stablehlo.and", tie, a_first));
-        if (floating) {
-          Value a_nan = Compare(av, av, "NE"), b_nan = Compare(bv, bv, "NE");
-          Value both_nan = Binary("stablehlo.and", a_nan, b_nan);
-          Value a_last = Compare(ai, bi, "GT");
-          a_wins = Select(
-              both_nan, a_last,
-              Select(a_nan, a_nan, Binary("stablehlo.and", Unary("stablehlo.not", b_nan), a_wins)));
-        }
-        return std::vector<Value>{Select(a_wins, av, bv), Select(a_wins, ai, bi)};
-      });
-  return {results[0], results[1]};
+  return {lowest, ir::IntegerConstant(std::numeric_limits<int64_t>::max(), DType::kS64)};
+}
+
+// Combines two (value, index) candidates as the CPU's scan would: ties keep the first (smallest)
+// index; NaN wins over numbers, and among NaNs the scan keeps the last. The result does not
+// depend on the order of combination, so XLA may reduce in any order.
+std::vector<Value> MaxWithIndex(const std::vector<Value>& a) {
+  const Value &av = a[0], &ai = a[1], &bv = a[2], &bi = a[3];
+  Value a_wins = Compare(av, bv, "GT");
+  Value tie = Compare(av, bv, "EQ");
+  Value a_first = Compare(ai, bi, "LT");
+  a_wins = Or(a_wins, And(tie, a_first));
+  if (ir::IsFloating(av.dtype())) {
+    Value a_nan = IsNan(av), b_nan = IsNan(bv);
+    a_wins = Select(And(a_nan, b_nan), Compare(ai, bi, "GT"),
+                    Select(a_nan, a_nan, And(Unary("stablehlo.not", b_nan), a_wins)));
+  }
+  return {Select(a_wins, av, bv), Select(a_wins, ai, bi)};
+}
+
+// (self, kernel_size, stride, padding, dilation, ceil_mode) -> (values, plane indices).
+template <int dims>
+std::vector<Value> MaxPoolLowering(LoweringContext& ctx) {
+  const Value x = ctx.tensor(0);
+  CheckDType(x, OpName("max_pool", dims), false);
+  PoolWindow w;
+  w.kernel = SpatialList(ctx, 1, dims, {});
+  w.stride = SpatialList(ctx, 2, dims, w.kernel);
+  w.padding = SpatialList(ctx, 3, dims, std::vector<int64_t>(dims, 0));
+  w.dilation = SpatialList(ctx, 4, dims, std::vector<int64_t>(dims, 1));
+  const std::vector<int64_t> out = Trailing(ctx.output(0).shape, dims);
+  return ReduceWindow({x, PlaneIndex(x.shape(), dims)}, MaxInits(x.dtype()), w, out, MaxWithIndex);
 }
 
 // Scatter-adds `updates` (flattened) into a zero 1-D value of `size` elements at `indices`.
@@ -161,25 +182,34 @@ Value ScatterAdd1D(const Value& updates, const Value& indices, int64_t size) {
       {std::move(body)})[0];
 }
 
-// (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices): each
-// gradient goes to the position its window's maximum came from.
-std::vector<Value> MaxPoolBackwardLowering(LoweringContext& ctx) {
-  const Value grad = ctx.tensor(0), x = ctx.tensor(1), indices = ctx.tensor(7);
-  const Shape plane = SpatialShape(x);
-  const int64_t plane_size = plane[0] * plane[1];
+// Each gradient goes to the position (plane index) its window's maximum came from.
+Value MaxPoolBackward(const Value& grad, const Value& x, const Value& indices, int dims,
+                      DType result) {
+  const int64_t plane_size = ir::NumElements(Trailing(x.shape(), dims));
   const int64_t planes = ir::NumElements(x.shape()) / plane_size;
-  const Shape& g = grad.shape();
-  const int64_t per_plane = g[g.size() - 2] * g.back();
-  // Flat positions in the whole input: plane * H * W + index.
+  const int64_t per_plane = ir::NumElements(Trailing(grad.shape(), dims));
+  // Flat positions in the whole input: plane * plane_size + index.
   Value plane_start = Mul(Iota(TensorType{DType::kS64, {planes, per_plane}}, 0),
                           ir::IntegerConstant(plane_size, DType::kS64));
   Value position = Add(plane_start, Reshape(Convert(indices, DType::kS64), {planes, per_plane}));
   Value sum =
       ScatterAdd1D(Convert(grad, Accumulation(grad.dtype())), position, planes * plane_size);
-  return {Convert(Reshape(sum, x.shape()), ctx.output().dtype)};
+  return Convert(Reshape(sum, x.shape()), result);
 }
 
-// ---- avg_pool2d ----
+// (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+template <int dims>
+std::vector<Value> MaxPoolBackwardLowering(LoweringContext& ctx) {
+  return {MaxPoolBackward(ctx.tensor(0), ctx.tensor(1), ctx.tensor(7), dims, ctx.output().dtype)};
+}
+
+// (grad_output, self, indices)
+template <int dims>
+std::vector<Value> AdaptiveMaxPoolBackwardLowering(LoweringContext& ctx) {
+  return {MaxPoolBackward(ctx.tensor(0), ctx.tensor(1), ctx.tensor(2), dims, ctx.output().dtype)};
+}
+
+// ---- avg_pool{2,3}d ----
 
 struct AvgPoolArgs {
   PoolWindow window;
@@ -189,69 +219,72 @@ struct AvgPoolArgs {
 
 // (self|grad_output..., kernel_size, stride, padding, ceil_mode, count_include_pad,
 // divisor_override) with the window arguments starting at `first`.
-AvgPoolArgs ReadAvgPool(const LoweringContext& ctx, size_t first) {
+AvgPoolArgs ReadAvgPool(const LoweringContext& ctx, size_t first, int dims) {
   AvgPoolArgs a;
-  a.window.kernel = Pair(ctx, first, {});
-  a.window.stride = Pair(ctx, first + 1, a.window.kernel);
-  a.window.padding = Pair(ctx, first + 2, {0, 0});
+  a.window.kernel = SpatialList(ctx, first, dims, {});
+  a.window.stride = SpatialList(ctx, first + 1, dims, a.window.kernel);
+  a.window.padding = SpatialList(ctx, first + 2, dims, std::vector<int64_t>(dims, 0));
+  a.window.dilation = std::vector<int64_t>(dims, 1);
   a.count_include_pad = ctx.bool_arg(first + 4, true);
   a.divisor_override = ctx.int_arg(first + 5, 0);
   return a;
 }
 
-// Each window's divisor, [OH, OW] in `dtype`: the override, or the number of window positions
-// inside the padded input (count_include_pad) or inside the input itself.
+// Each window's divisor, shaped `out` in `dtype`: the override, or the number of window
+// positions inside the padded input (count_include_pad) or inside the input itself.
 Value AvgDivisors(const AvgPoolArgs& a, const Shape& plane, const std::vector<int64_t>& out,
                   DType dtype) {
   if (a.divisor_override != 0) return Constant(static_cast<double>(a.divisor_override), dtype, {});
   const PoolWindow& w = a.window;
   if (!a.count_include_pad) return SumWindows(Constant(1, dtype, plane), w, out);
   // Ones over the padded input; the ceil_mode extension beyond it counts zero.
-  Value ones = Constant(1, dtype, {plane[0] + 2 * w.padding[0], plane[1] + 2 * w.padding[1]});
+  Shape padded = plane;
+  for (size_t s = 0; s < plane.size(); ++s) padded[s] += 2 * w.padding[s];
   PoolWindow unpadded = w;
-  unpadded.padding = {0, 0};
-  return SumWindows(ones, unpadded, out);
+  unpadded.padding.assign(plane.size(), 0);
+  return SumWindows(Constant(1, dtype, padded), unpadded, out);
 }
 
+template <int dims>
 std::vector<Value> AvgPoolLowering(LoweringContext& ctx) {
   const Value x = ctx.tensor(0);
-  CheckDType(x, "avg_pool2d", false);
-  const AvgPoolArgs a = ReadAvgPool(ctx, 1);
-  const Shape& out_shape = ctx.output().shape;
-  const std::vector<int64_t> out{out_shape[out_shape.size() - 2], out_shape.back()};
+  CheckDType(x, OpName("avg_pool", dims), false);
+  const AvgPoolArgs a = ReadAvgPool(ctx, 1, dims);
+  const std::vector<int64_t> out = Trailing(ctx.output().shape, dims);
   const DType accumulation = Accumulation(x.dtype());
   Value sum = SumWindows(Convert(x, accumulation), a.window, out);
-  return {
-      Convert(Div(sum, AvgDivisors(a, SpatialShape(x), out, accumulation)), ctx.output().dtype)};
+  Value divisors = AvgDivisors(a, Trailing(x.shape(), dims), out, accumulation);
+  return {Convert(Div(sum, divisors), ctx.output().dtype)};
 }
 
 // (grad_output, self, kernel_size, ...): every input position receives the sum, over the windows
 // covering it, of their gradient / divisor: a window sum of the stride-dilated gradient.
+template <int dims>
 std::vector<Value> AvgPoolBackwardLowering(LoweringContext& ctx) {
   const Value grad = ctx.tensor(0), x = ctx.tensor(1);
-  const AvgPoolArgs a = ReadAvgPool(ctx, 2);
+  const AvgPoolArgs a = ReadAvgPool(ctx, 2, dims);
   const PoolWindow& w = a.window;
   const DType accumulation = Accumulation(grad.dtype());
   const int64_t rank = grad.rank();
-  const std::vector<int64_t> out{grad.shape()[rank - 2], grad.shape()[rank - 1]};
-  const Shape plane = SpatialShape(x);
+  const std::vector<int64_t> out = Trailing(grad.shape(), dims);
+  const std::vector<int64_t> plane = Trailing(x.shape(), dims);
   Value scaled = Div(Convert(grad, accumulation), AvgDivisors(a, plane, out, accumulation));
   std::vector<int64_t> low(rank, 0), high(rank, 0), interior(rank, 0);
-  for (int s = 0; s < 2; ++s) {
-    const int64_t i = rank - 2 + s;
+  std::vector<int64_t> padded(dims), start(rank, 0);
+  for (int s = 0; s < dims; ++s) {
+    const int64_t i = rank - dims + s;
     const int64_t dilated = (out[s] - 1) * w.stride[s] + 1;
     low[i] = w.kernel[s] - 1;
     high[i] = w.padding[s] + plane[s] - dilated;
     interior[i] = w.stride[s] - 1;
+    padded[s] = w.padding[s] + plane[s];
+    start[i] = w.padding[s];
   }
   Value spread = Pad(scaled, ir::ScalarConstant(0, accumulation), low, high, interior);
-  PoolWindow gather_window{w.kernel, {1, 1}, {0, 0}, {1, 1}};
-  const std::vector<int64_t> padded{w.padding[0] + plane[0], w.padding[1] + plane[1]};
-  Value summed = SumWindows(spread, gather_window, padded);
-  std::vector<int64_t> start(rank, 0), limit = summed.shape(), strides(rank, 1);
-  start[rank - 2] = w.padding[0];
-  start[rank - 1] = w.padding[1];
-  return {Convert(Slice(summed, start, limit, strides), ctx.output().dtype)};
+  const std::vector<int64_t> ones(dims, 1), zeros(dims, 0);
+  Value summed = SumWindows(spread, PoolWindow{w.kernel, ones, zeros, ones}, padded);
+  const std::vector<int64_t> strides(rank, 1);
+  return {Convert(Slice(summed, start, summed.shape(), strides), ctx.output().dtype)};
 }
 
 // ---- Static per-axis maps: adaptive windows and interpolation ----
@@ -378,14 +411,15 @@ Value AdaptiveAverageAxis(const Value& x, int64_t axis, int64_t out) {
   return ScaleAlongAxis(sum, axis, divisors);
 }
 
+// (self, output_size)
+template <int dims>
 std::vector<Value> AdaptiveAvgPoolLowering(LoweringContext& ctx) {
   const Value x = ctx.tensor(0);
-  CheckDType(x, "adaptive_avg_pool2d", true);
+  CheckDType(x, OpName("adaptive_avg_pool", dims), true);
   const Shape& out = ctx.output().shape;
   const int64_t rank = x.rank();
   Value y = Convert(x, Accumulation(x.dtype()));
-  y = AdaptiveAverageAxis(y, rank - 2, out[rank - 2]);
-  y = AdaptiveAverageAxis(y, rank - 1, out[rank - 1]);
+  for (int64_t axis = rank - dims; axis < rank; ++axis) y = AdaptiveAverageAxis(y, axis, out[axis]);
   return {Convert(y, ctx.output().dtype)};
 }
 
@@ -404,16 +438,49 @@ Value AdaptiveAverageAxisBackward(const Value& grad, int64_t axis, int64_t in) {
 }
 
 // (grad_output, self)
+template <int dims>
 std::vector<Value> AdaptiveAvgPoolBackwardLowering(LoweringContext& ctx) {
   const Value grad = ctx.tensor(0), x = ctx.tensor(1);
   const int64_t rank = x.rank();
   Value g = Convert(grad, Accumulation(grad.dtype()));
-  g = AdaptiveAverageAxisBackward(g, rank - 1, x.shape()[rank - 1]);
-  g = AdaptiveAverageAxisBackward(g, rank - 2, x.shape()[rank - 2]);
+  for (int64_t axis = rank - 1; axis >= rank - dims; --axis) {
+    g = AdaptiveAverageAxisBackward(g, axis, x.shape()[axis]);
+  }
   return {Convert(g, ctx.output().dtype)};
 }
 
-// ---- upsample_nearest2d / upsample_bilinear2d ----
+// (self, output_size) -> (values, plane indices): the maximum of each adaptive window. Each
+// spatial axis is gathered into [out, widest window] (the padding repeats a window's last
+// element, which changes neither its maximum nor its index), then the window axes are reduced.
+template <int dims>
+std::vector<Value> AdaptiveMaxPoolLowering(LoweringContext& ctx) {
+  const Value x = ctx.tensor(0);
+  CheckDType(x, OpName("adaptive_max_pool", dims), true);
+  const Shape& out = ctx.output(0).shape;
+  const int64_t rank = x.rank();
+  Value values = x, indices = PlaneIndex(x.shape(), dims);
+  std::vector<int64_t> window_axes;
+  for (int s = 0; s < dims; ++s) {
+    const int64_t axis = rank - dims + 2 * s;  // each earlier axis became (out, window)
+    const int64_t out_size = out[rank - dims + s];
+    const AdaptiveAxis map(values.shape()[axis], out_size);
+    values = TakeAlongAxis(values, axis, map.indices, {out_size, map.width});
+    indices = TakeAlongAxis(indices, axis, map.indices, {out_size, map.width});
+    window_axes.push_back(axis + 1);
+  }
+  const std::vector<TensorType> scalars{{x.dtype(), {}}, {DType::kS64, {}}};
+  std::vector<TensorType> arguments = scalars;
+  arguments.insert(arguments.end(), scalars.begin(), scalars.end());
+  std::vector<Value> operands{values, indices};
+  for (const Value& init : MaxInits(x.dtype())) operands.push_back(init);
+  return ir::MakeMultiOp(
+      "stablehlo.reduce", operands, {TensorType{x.dtype(), out}, TensorType{DType::kS64, out}},
+      "dimensions = " + ir::I64Array(window_axes), {ir::MakeRegion(arguments, MaxWithIndex)});
+}
+
+// ---- upsample_{nearest,linear,bicubic}: separable interpolation along each spatial axis ----
+
+enum class Interpolation { kNearest, kNearestExact, kLinear, kCubic };
 
 // PyTorch's compute_scales_value: 1 / scale when the caller gave one, else in / out.
 float SourceScale(std::optional<double> scale, int64_t in, int64_t out) {
@@ -426,132 +493,232 @@ std::optional<double> OptionalDouble(const LoweringContext& ctx, size_t i) {
   return ctx.double_arg(i);
 }
 
-// nearest_idx: the source of each output position along one axis.
-std::vector<int64_t> NearestSources(int64_t in, int64_t out, std::optional<double> scale) {
+// Output o along one axis is the sum over taps t of x[index[t][o]] * weight[t][o]; nearest
+// modes have one tap and no weights (a plain gather, exact for integers, NaN and inf).
+struct AxisTaps {
+  std::vector<std::vector<int64_t>> index;
+  std::vector<std::vector<float>> weight;
+};
+
+// nearest_idx / nearest_neighbor_exact_compute_source_index.
+AxisTaps NearestTaps(int64_t in, int64_t out, std::optional<double> scale, bool exact) {
   std::vector<int64_t> sources;
   const float ratio = SourceScale(scale, in, out);
   for (int64_t o = 0; o < out; ++o) {
-    if (out == in) {
+    if (!exact && out == in) {
       sources.push_back(o);
-    } else if (out == 2 * in) {
+    } else if (!exact && out == 2 * in) {
       sources.push_back(o >> 1);
     } else {
-      const auto source = static_cast<int64_t>(std::floor(static_cast<float>(o) * ratio));
-      sources.push_back(std::min(source, in - 1));
+      // The CPU floors in float: floorf of the product, taken in double for the exact mode.
+      const float position = exact ? static_cast<float>((static_cast<double>(o) + 0.5) * ratio)
+                                   : static_cast<float>(o) * ratio;
+      sources.push_back(std::min(static_cast<int64_t>(std::floor(position)), in - 1));
     }
   }
-  return sources;
+  return {{sources}, {}};
 }
 
-// Bilinear interpolation along one axis: output o = x[low] * (1 - lambda) + x[high] * lambda,
-// with area_pixel_compute_source_index's float arithmetic.
-struct LinearAxis {
-  std::vector<int64_t> low, high;
-  std::vector<float> low_weight, high_weight;
-  LinearAxis(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
-    float ratio;
-    if (align_corners) {
-      ratio = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-    } else {
-      ratio = SourceScale(scale, in, out);
+// area_pixel_compute_source_index with guard_index_and_lambda, in float as on the CPU: the
+// source's integer part and fraction for each output position.
+void SourcePositions(int64_t in, int64_t out, bool align_corners, std::optional<double> scale,
+                     bool cubic, std::vector<int64_t>& index, std::vector<float>& lambda) {
+  float ratio;
+  if (align_corners) {
+    ratio = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  } else {
+    ratio = SourceScale(scale, in, out);
+  }
+  for (int64_t o = 0; o < out; ++o) {
+    float source = ratio * static_cast<float>(o);
+    if (!align_corners) {
+      source = ratio * (static_cast<float>(o) + 0.5f) - 0.5f;
+      // Linear clamps below at 0; cubic keeps the negative position for its outer taps.
+      if (!cubic) source = std::max(source, 0.0f);
     }
-    for (int64_t o = 0; o < out; ++o) {
-      float source = align_corners ? ratio * static_cast<float>(o)
-                                   : std::max(ratio * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
-      const int64_t index = std::min(static_cast<int64_t>(std::floor(source)), in - 1);
-      const float lambda = std::min(std::max(source - static_cast<float>(index), 0.0f), 1.0f);
-      low.push_back(index);
-      high.push_back(index + (index < in - 1 ? 1 : 0));
-      low_weight.push_back(1.0f - lambda);
-      high_weight.push_back(lambda);
+    const int64_t i = std::min(static_cast<int64_t>(std::floor(source)), in - 1);
+    index.push_back(i);
+    lambda.push_back(std::min(std::max(source - static_cast<float>(i), 0.0f), 1.0f));
+  }
+}
+
+// Linear: x[i] * (1 - lambda) + x[i + 1] * lambda, the upper tap clamped to the last element.
+AxisTaps LinearTaps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  std::vector<int64_t> index;
+  std::vector<float> lambda;
+  SourcePositions(in, out, align_corners, scale, false, index, lambda);
+  AxisTaps taps{{{}, {}}, {{}, {}}};
+  for (int64_t o = 0; o < out; ++o) {
+    taps.index[0].push_back(index[o]);
+    taps.index[1].push_back(index[o] + (index[o] < in - 1 ? 1 : 0));
+    taps.weight[0].push_back(1.0f - lambda[o]);
+    taps.weight[1].push_back(lambda[o]);
+  }
+  return taps;
+}
+
+// Bicubic (Keys, A = -0.75): taps at i - 1 .. i + 2, each clamped into the input.
+AxisTaps CubicTaps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  constexpr float A = -0.75f;
+  auto near = [&](float x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };       // |x| <= 1
+  auto far = [&](float x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };  // 1 < |x| < 2
+  std::vector<int64_t> index;
+  std::vector<float> lambda;
+  SourcePositions(in, out, align_corners, scale, true, index, lambda);
+  AxisTaps taps{std::vector<std::vector<int64_t>>(4), std::vector<std::vector<float>>(4)};
+  for (int64_t o = 0; o < out; ++o) {
+    const float t = lambda[o];
+    const float weights[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+    for (int j = 0; j < 4; ++j) {
+      taps.index[j].push_back(std::clamp<int64_t>(index[o] - 1 + j, 0, in - 1));
+      taps.weight[j].push_back(weights[j]);
     }
   }
-};
-
-Value LinearAlongAxis(const Value& x, int64_t axis, const LinearAxis& map) {
-  const Shape index_shape{static_cast<int64_t>(map.low.size())};
-  return Add(ScaleAlongAxis(TakeAlongAxis(x, axis, map.low, index_shape), axis, map.low_weight),
-             ScaleAlongAxis(TakeAlongAxis(x, axis, map.high, index_shape), axis, map.high_weight));
+  return taps;
 }
 
-Value LinearAlongAxisBackward(const Value& grad, int64_t axis, const LinearAxis& map, int64_t in) {
-  const Shape index_shape{static_cast<int64_t>(map.low.size())};
-  return Add(
-      AddAlongAxis(ScaleAlongAxis(grad, axis, map.low_weight), axis, map.low, index_shape, in),
-      AddAlongAxis(ScaleAlongAxis(grad, axis, map.high_weight), axis, map.high, index_shape, in));
-}
-
-// The upsample ops' arguments: forward (self, output_size, [align_corners,] scales_h, scales_w),
-// backward (grad_output, output_size, input_size, [align_corners,] scales_h, scales_w).
-struct Upsample {
-  bool bilinear, backward;
-  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
-  bool align_corners = false;
-  std::optional<double> scale_h, scale_w;
-  Upsample(const LoweringContext& ctx, bool bilinear, bool backward)
-      : bilinear(bilinear), backward(backward) {
-    size_t next = backward ? 3 : 2;
-    if (bilinear) align_corners = ctx.bool_arg(next++);
-    scale_h = OptionalDouble(ctx, next);
-    scale_w = OptionalDouble(ctx, next + 1);
-    const Value t = ctx.tensor(0);
-    const Shape& small = backward ? ctx.output().shape : t.shape();
-    const Shape& large = backward ? t.shape() : ctx.output().shape;
-    const size_t rank = small.size();
-    in_h = small[rank - 2];
-    in_w = small[rank - 1];
-    out_h = large[rank - 2];
-    out_w = large[rank - 1];
+AxisTaps MakeTaps(Interpolation mode, int64_t in, int64_t out, bool align_corners,
+                  std::optional<double> scale) {
+  switch (mode) {
+    case Interpolation::kNearest:
+      return NearestTaps(in, out, scale, false);
+    case Interpolation::kNearestExact:
+      return NearestTaps(in, out, scale, true);
+    case Interpolation::kLinear:
+      return LinearTaps(in, out, align_corners, scale);
+    case Interpolation::kCubic:
+      return CubicTaps(in, out, align_corners, scale);
   }
-};
+  throw UnsupportedError("interpolation mode");
+}
 
-template <bool bilinear>
+Value InterpolateAxis(const Value& x, int64_t axis, const AxisTaps& taps) {
+  std::optional<Value> sum;
+  for (size_t t = 0; t < taps.index.size(); ++t) {
+    const Shape index_shape{static_cast<int64_t>(taps.index[t].size())};
+    Value term = TakeAlongAxis(x, axis, taps.index[t], index_shape);
+    if (!taps.weight.empty()) term = ScaleAlongAxis(term, axis, taps.weight[t]);
+    sum = sum ? Add(*sum, term) : term;
+  }
+  return *sum;
+}
+
+Value InterpolateAxisBackward(const Value& grad, int64_t axis, const AxisTaps& taps, int64_t in) {
+  std::optional<Value> sum;
+  for (size_t t = 0; t < taps.index.size(); ++t) {
+    const Shape index_shape{static_cast<int64_t>(taps.index[t].size())};
+    Value scaled = taps.weight.empty() ? grad : ScaleAlongAxis(grad, axis, taps.weight[t]);
+    Value term = AddAlongAxis(scaled, axis, taps.index[t], index_shape, in);
+    sum = sum ? Add(*sum, term) : term;
+  }
+  return *sum;
+}
+
+// The upsample ops' arguments: forward (self, output_size, [align_corners,] scales...),
+// backward (grad_output, output_size, input_size, [align_corners,] scales...), one scale per
+// spatial dim. The maps of every spatial axis, by the small (input) and large (output) sizes.
+std::vector<AxisTaps> UpsampleTaps(const LoweringContext& ctx, Interpolation mode, int dims,
+                                   bool backward) {
+  size_t next = backward ? 3 : 2;
+  const bool has_align_corners = mode == Interpolation::kLinear || mode == Interpolation::kCubic;
+  const bool align_corners = has_align_corners && ctx.bool_arg(next);
+  if (has_align_corners) ++next;
+  const Shape& small = backward ? ctx.output().shape : ctx.tensor(0).shape();
+  const Shape& large = backward ? ctx.tensor(0).shape() : ctx.output().shape;
+  const size_t first = small.size() - dims;
+  std::vector<AxisTaps> taps;
+  for (int s = 0; s < dims; ++s) {
+    taps.push_back(MakeTaps(mode, small[first + s], large[first + s], align_corners,
+                            OptionalDouble(ctx, next + s)));
+  }
+  return taps;
+}
+
+const char* ModeName(Interpolation mode, int dims) {
+  switch (mode) {
+    case Interpolation::kNearest:
+      return "upsample_nearest";
+    case Interpolation::kNearestExact:
+      return "_upsample_nearest_exact";
+    case Interpolation::kLinear:
+      return dims == 1 ? "upsample_linear" : dims == 2 ? "upsample_bilinear" : "upsample_trilinear";
+    case Interpolation::kCubic:
+      return "upsample_bicubic";
+  }
+  return "upsample";
+}
+
+bool IsNearest(Interpolation mode) {
+  return mode == Interpolation::kNearest || mode == Interpolation::kNearestExact;
+}
+
+template <Interpolation mode, int dims>
 std::vector<Value> UpsampleLowering(LoweringContext& ctx) {
-  const Upsample u(ctx, bilinear, false);
   const Value x = ctx.tensor(0);
-  CheckDType(x, bilinear ? "upsample_bilinear2d" : "upsample_nearest2d", bilinear);
-  const int64_t rank = x.rank();
-  if constexpr (bilinear) {
-    Value y = Convert(x, Accumulation(x.dtype()));
-    y = LinearAlongAxis(y, rank - 2, LinearAxis(u.in_h, u.out_h, u.align_corners, u.scale_h));
-    y = LinearAlongAxis(y, rank - 1, LinearAxis(u.in_w, u.out_w, u.align_corners, u.scale_w));
-    return {Convert(y, ctx.output().dtype)};
-  } else {
-    Value y = TakeAlongAxis(x, rank - 2, NearestSources(u.in_h, u.out_h, u.scale_h), {u.out_h});
-    y = TakeAlongAxis(y, rank - 1, NearestSources(u.in_w, u.out_w, u.scale_w), {u.out_w});
-    return {y};
-  }
+  CheckDType(x, OpName(ModeName(mode, dims), dims), !IsNearest(mode));
+  const std::vector<AxisTaps> taps = UpsampleTaps(ctx, mode, dims, false);
+  const int64_t first = x.rank() - dims;
+  // Nearest gathers in the input's own type; weighted modes accumulate as the CPU does.
+  Value y = IsNearest(mode) ? x : Convert(x, Accumulation(x.dtype()));
+  for (int s = 0; s < dims; ++s) y = InterpolateAxis(y, first + s, taps[s]);
+  return {Convert(y, ctx.output().dtype)};
 }
 
-template <bool bilinear>
+template <Interpolation mode, int dims>
 std::vector<Value> UpsampleBackwardLowering(LoweringContext& ctx) {
-  const Upsample u(ctx, bilinear, true);
+  const std::vector<AxisTaps> taps = UpsampleTaps(ctx, mode, dims, true);
   const Value grad = ctx.tensor(0);
-  const int64_t rank = grad.rank();
+  const Shape& in = ctx.output().shape;
+  const int64_t first = grad.rank() - dims;
   Value g = Convert(grad, Accumulation(grad.dtype()));
-  if constexpr (bilinear) {
-    g = LinearAlongAxisBackward(g, rank - 1,
-                                LinearAxis(u.in_w, u.out_w, u.align_corners, u.scale_w), u.in_w);
-    g = LinearAlongAxisBackward(g, rank - 2,
-                                LinearAxis(u.in_h, u.out_h, u.align_corners, u.scale_h), u.in_h);
-  } else {
-    g = AddAlongAxis(g, rank - 1, NearestSources(u.in_w, u.out_w, u.scale_w), {u.out_w}, u.in_w);
-    g = AddAlongAxis(g, rank - 2, NearestSources(u.in_h, u.out_h, u.scale_h), {u.out_h}, u.in_h);
+  for (int s = dims - 1; s >= 0; --s) {
+    g = InterpolateAxisBackward(g, first + s, taps[s], in[first + s]);
   }
   return {Convert(g, ctx.output().dtype)};
 }
 
+constexpr Interpolation kNearest = Interpolation::kNearest;
+constexpr Interpolation kNearestExact = Interpolation::kNearestExact;
+constexpr Interpolation kLinear = Interpolation::kLinear;
+constexpr Interpolation kCubic = Interpolation::kCubic;
+
 LoweringRegistrar registrar({
-    {"max_pool2d_with_indices", MaxPoolLowering},
-    {"max_pool2d_with_indices_backward", MaxPoolBackwardLowering},
-    {"avg_pool2d", AvgPoolLowering},
-    {"avg_pool2d_backward", AvgPoolBackwardLowering},
-    {"_adaptive_avg_pool2d", AdaptiveAvgPoolLowering},
-    {"_adaptive_avg_pool2d_backward", AdaptiveAvgPoolBackwardLowering},
-    {"upsample_nearest2d", UpsampleLowering<false>},
-    {"upsample_nearest2d_backward", UpsampleBackwardLowering<false>},
-    {"upsample_bilinear2d", UpsampleLowering<true>},
-    {"upsample_bilinear2d_backward", UpsampleBackwardLowering<true>},
+    {"max_pool2d_with_indices", MaxPoolLowering<2>},
+    {"max_pool2d_with_indices_backward", MaxPoolBackwardLowering<2>},
+    {"max_pool3d_with_indices", MaxPoolLowering<3>},
+    {"max_pool3d_with_indices_backward", MaxPoolBackwardLowering<3>},
+    {"adaptive_max_pool2d", AdaptiveMaxPoolLowering<2>},
+    {"adaptive_max_pool2d_backward", AdaptiveMaxPoolBackwardLowering<2>},
+    {"adaptive_max_pool3d", AdaptiveMaxPoolLowering<3>},
+    {"adaptive_max_pool3d_backward", AdaptiveMaxPoolBackwardLowering<3>},
+    {"avg_pool2d", AvgPoolLowering<2>},
+    {"avg_pool2d_backward", AvgPoolBackwardLowering<2>},
+    {"avg_pool3d", AvgPoolLowering<3>},
+    {"avg_pool3d_backward", AvgPoolBackwardLowering<3>},
+    {"_adaptive_avg_pool2d", AdaptiveAvgPoolLowering<2>},
+    {"_adaptive_avg_pool2d_backward", AdaptiveAvgPoolBackwardLowering<2>},
+    {"_adaptive_avg_pool3d", AdaptiveAvgPoolLowering<3>},
+    {"_adaptive_avg_pool3d_backward", AdaptiveAvgPoolBackwardLowering<3>},
+    {"upsample_nearest1d", UpsampleLowering<kNearest, 1>},
+    {"upsample_nearest1d_backward", UpsampleBackwardLowering<kNearest, 1>},
+    {"upsample_nearest2d", UpsampleLowering<kNearest, 2>},
+    {"upsample_nearest2d_backward", UpsampleBackwardLowering<kNearest, 2>},
+    {"upsample_nearest3d", UpsampleLowering<kNearest, 3>},
+    {"upsample_nearest3d_backward", UpsampleBackwardLowering<kNearest, 3>},
+    {"_upsample_nearest_exact1d", UpsampleLowering<kNearestExact, 1>},
+    {"_upsample_nearest_exact1d_backward", UpsampleBackwardLowering<kNearestExact, 1>},
+    {"_upsample_nearest_exact2d", UpsampleLowering<kNearestExact, 2>},
+    {"_upsample_nearest_exact2d_backward", UpsampleBackwardLowering<kNearestExact, 2>},
+    {"_upsample_nearest_exact3d", UpsampleLowering<kNearestExact, 3>},
+    {"_upsample_nearest_exact3d_backward", UpsampleBackwardLowering<kNearestExact, 3>},
+    {"upsample_linear1d", UpsampleLowering<kLinear, 1>},
+    {"upsample_linear1d_backward", UpsampleBackwardLowering<kLinear, 1>},
+    {"upsample_bilinear2d", UpsampleLowering<kLinear, 2>},
+    {"upsample_bilinear2d_backward", UpsampleBackwardLowering<kLinear, 2>},
+    {"upsample_trilinear3d", UpsampleLowering<kLinear, 3>},
+    {"upsample_trilinear3d_backward", UpsampleBackwardLowering<kLinear, 3>},
+    {"upsample_bicubic2d", UpsampleLowering<kCubic, 2>},
+    {"upsample_bicubic2d_backward", UpsampleBackwardLowering<kCubic, 2>},
 });
 
 }  // namespace

@@ -1,0 +1,273 @@
+// Special functions: lgamma, digamma, polygamma, erfinv, modified Bessel functions, sinc, logit
+// (and logit_backward), heaviside, nextafter, logaddexp and logaddexp2.
+//
+// The gamma-family, erfinv and i1e come from chlo ops, XLA's own expansions of functions that
+// StableHLO lacks (the CPU plugin accepts them, as it does chlo.erf). As on PyTorch's CPU
+// kernels, f16/bf16 are computed in f32 ("opmath") and rounded once; integer and bool inputs of
+// the unary ops promote to the default float dtype.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+#include "ops/builder.h"
+#include "ops/type_names.h"
+
+namespace torch_tpu::ops {
+namespace {
+
+// The bit pattern of a float as a signed integer of its width (its sign is the float's sign bit).
+DType IntType(const Value& x) {
+  const size_t bytes = ir::ByteSize(x.dtype());
+  return bytes == 2 ? DType::kS16 : bytes == 4 ? DType::kS32 : DType::kS64;
+}
+Value Reinterpret(const Value& x) {
+  return ir::MakeOp("stablehlo.bitcast_convert", {x}, TensorType{IntType(x), x.shape()});
+}
+
+Value One(DType t) { return Constant(1, t); }
+Value IsEqualTo(const Value& x, double value) {
+  return Compare(x, Constant(value, x.dtype()), "EQ");
+}
+
+std::vector<Value> Result(const LoweringContext& ctx, const Value& value) {
+  return {BroadcastTo(Convert(value, ctx.output().dtype), ctx.output().shape)};
+}
+
+// The CPU kernels of the binary ops below exist only for floating dtypes.
+void CheckFloating(const std::string& kernel, DType dtype) {
+  if (!ir::IsFloating(dtype)) {
+    throw UnsupportedError("\"" + kernel + "\" not implemented for '" + ScalarTypeName(dtype) +
+                           "'");
+  }
+}
+
+// ---- unary formulas (x already in opmath) ----
+
+Value Lgamma(const Value& x) { return Unary("chlo.lgamma", x); }
+// The CPU gives -inf at +0 and +inf at -0 (chlo.digamma gives NaN at both).
+Value Digamma(const Value& x) {
+  const Value infinity = Constant(INFINITY, x.dtype());
+  const Value at_zero =
+      Select(Compare(Reinterpret(x), Constant(0, IntType(x)), "LT"), infinity, Neg(infinity));
+  return Select(IsEqualTo(x, 0), at_zero, Unary("chlo.digamma", x));
+}
+
+// trigamma (polygamma(1, x)) as the CPU computes it: reflection below 1/2, six steps of the
+// recurrence, then the asymptotic series. (chlo.polygamma is wrong for negative x.)
+Value Trigamma(const Value& input) {
+  const DType t = input.dtype();
+  const Value reflect = Compare(input, Constant(0.5, t), "LT");
+  const Value sin_pi_x = Unary("stablehlo.sine", Mul(Constant(M_PI, t), input));
+  Value result = Select(reflect, Neg(Div(Constant(M_PI * M_PI, t), Mul(sin_pi_x, sin_pi_x))),
+                        Constant(0, t, input.shape()));
+  Value x = Select(reflect, Sub(One(t), input), input);
+  for (int i = 0; i < 6; ++i) {
+    result = Add(result, Div(One(t), Mul(x, x)));
+    x = Add(x, One(t));
+  }
+  const Value ixx = Div(One(t), Mul(x, x));
+  Value series = Sub(Constant(1.0 / 30, t), Mul(ixx, Constant(1.0 / 42, t)));
+  series = Sub(Constant(1.0 / 6, t), Mul(ixx, series));
+  series = Add(Add(One(t), Div(One(t), Mul(Constant(2, t), x))), Mul(ixx, series));
+  result = Add(result, Div(series, x));
+  return Select(reflect, Neg(result), result);
+}
+Value ErfInv(const Value& x) { return Unary("chlo.erf_inv", x); }
+Value I1e(const Value& x) { return Unary("chlo.bessel_i1e", x); }
+Value I1(const Value& x) { return Mul(I1e(x), Exp(Abs(x))); }
+
+// i0(x) (scaled: i0e(x) = e^-|x| i0(x)), even in x. Up to kI0SeriesLimit the power series
+// sum_k ((x/2)^k / k!)^2, whose terms are all positive, so it is accurate to a few ulp. Above,
+// the asymptotic expansion e^x / sqrt(2 pi x) * sum_k ((2k-1)!!)^2 / (k! (8x)^k). Unscaled, e^x
+// overflows where the CPU's does (i0 is inf from x ~ 88.7 on both).
+constexpr double kI0SeriesLimit = 12;
+constexpr int kI0SeriesTerms = 30;      // the last term is < 1e-9 of the sum at the limit
+constexpr int kI0AsymptoticTerms = 12;  // likewise at the limit
+
+Value BesselI0(const Value& x, bool scaled) {
+  const DType t = x.dtype();
+  const Value a = Abs(x);
+  // Series, evaluated at min(a, limit) so that the unused branch stays finite.
+  const Value s = Min(a, Constant(kI0SeriesLimit, t));
+  const Value quarter_square = Mul(Mul(s, s), Constant(0.25, t));
+  Value term = One(t), series = One(t);
+  for (int k = 1; k <= kI0SeriesTerms; ++k) {
+    term = Mul(term, Mul(quarter_square, Constant(1.0 / (double(k) * k), t)));
+    series = Add(series, term);
+  }
+  if (scaled) series = Mul(series, Exp(Neg(s)));
+  // Asymptotic expansion, at max(a, limit).
+  const Value l = Max(a, Constant(kI0SeriesLimit, t));
+  const Value inverse_8x = Div(One(t), Mul(l, Constant(8, t)));
+  Value coefficient = One(t), expansion = One(t);
+  for (int k = 1; k <= kI0AsymptoticTerms; ++k) {
+    const double odd = 2.0 * k - 1;
+    coefficient = Mul(coefficient, Mul(inverse_8x, Constant(odd * odd / k, t)));
+    expansion = Add(expansion, coefficient);
+  }
+  Value asymptotic = Div(expansion, Sqrt(Mul(l, Constant(2 * M_PI, t))));
+  if (!scaled) asymptotic = Mul(Exp(l), asymptotic);
+  // NaN compares false: it takes the asymptotic branch, which keeps it NaN.
+  return Select(Compare(a, Constant(kI0SeriesLimit, t), "LE"), series, asymptotic);
+}
+Value I0(const Value& x) { return BesselI0(x, false); }
+Value I0e(const Value& x) { return BesselI0(x, true); }
+
+// sin(pi x) / (pi x), 1 at 0, with pi x rounded once as on the CPU.
+Value Sinc(const Value& x) {
+  const DType t = x.dtype();
+  const Value product = Mul(x, Constant(M_PI, t));
+  return Select(IsEqualTo(x, 0), One(t), Div(Unary("stablehlo.sine", product), product));
+}
+
+using UnaryFn = Value (*)(const Value&);
+
+const std::unordered_map<std::string, UnaryFn>& UnaryOps() {
+  static const std::unordered_map<std::string, UnaryFn> ops = {
+      {"lgamma", Lgamma},   {"digamma", Digamma}, {"erfinv", ErfInv},   {"i0", I0},
+      {"special_i0e", I0e}, {"special_i1", I1},   {"special_i1e", I1e}, {"sinc", Sinc},
+  };
+  return ops;
+}
+
+std::vector<Value> UnaryLowering(LoweringContext& ctx) {
+  const Value x = ctx.tensor(0);
+  const DType compute = OpMathType(ctx.output().dtype);
+  return Result(ctx, UnaryOps().at(ctx.name)(Convert(x, compute)));
+}
+
+// polygamma(n, x) for n = 0 and 1 (what autograd of digamma needs). Higher orders are left out:
+// chlo.polygamma is wrong for negative x and the CPU's reflection is not reproduced here.
+std::vector<Value> PolygammaLowering(LoweringContext& ctx) {
+  const Value x = ctx.tensor(1);
+  const DType compute = OpMathType(ctx.output().dtype);
+  const int64_t n = ctx.int_arg(0);
+  if (n < 0) throw std::runtime_error("polygamma(n, x) does not support negative n.");
+  const Value value = Convert(x, compute);
+  if (n == 0) return Result(ctx, Digamma(value));
+  if (n == 1) return Result(ctx, Trigamma(value));
+  throw UnsupportedError("polygamma is lowered for n = 0 and 1 only");
+}
+
+// logit(x, eps): log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given (>= 0).
+std::vector<Value> LogitLowering(LoweringContext& ctx) {
+  const Value x = ctx.tensor(0);
+  const DType compute = OpMathType(ctx.output().dtype);
+  Value z = Convert(x, compute);
+  if (ctx.has(1) && ctx.double_arg(1) >= 0) {
+    const Scalar& eps = ctx.scalar(1);
+    Scalar upper;
+    upper.kind = Scalar::Kind::kFloat;
+    upper.f = 1 - eps.ToDouble();
+    const Value lo = ctx.ScalarParameter(eps, compute), hi = ctx.ScalarParameter(upper, compute);
+    // Selects, not min/max: a NaN input must stay NaN.
+    z = Select(Compare(z, lo, "LT"), lo, Select(Compare(z, hi, "GT"), hi, z));
+  }
+  return Result(ctx, Log(Div(z, Sub(One(compute), z))));
+}
+
+// logit_backward(grad, x, eps): grad / (x (1 - x)); outside [eps, 1 - eps] 0 when eps >= 0, NaN
+// outside [0, 1] otherwise; grad * inf at 0 and 1.
+std::vector<Value> LogitBackwardLowering(LoweringContext& ctx) {
+  const DType compute = OpMathType(ctx.output().dtype);
+  const Value grad = Convert(ctx.tensor(0), compute);
+  const Value x = Convert(ctx.tensor(1), compute);
+  const bool has_eps = ctx.has(2) && ctx.double_arg(2) >= 0;
+  Value lo = Constant(0, compute), hi = One(compute), outside = Constant(NAN, compute);
+  if (has_eps) {
+    Scalar upper;
+    upper.kind = Scalar::Kind::kFloat;
+    upper.f = 1 - ctx.double_arg(2);
+    lo = ctx.ScalarParameter(ctx.scalar(2), compute);
+    hi = ctx.ScalarParameter(upper, compute);
+    outside = Constant(0, compute);
+  }
+  const Value at_pole = Or(IsEqualTo(x, 0), IsEqualTo(x, 1));
+  Value inside = Select(at_pole, Mul(grad, Constant(INFINITY, compute)),
+                        Div(grad, Mul(x, Sub(One(compute), x))));
+  const Value out_of_range = Or(Compare(x, lo, "LT"), Compare(x, hi, "GT"));
+  return Result(ctx, Select(out_of_range, BroadcastTo(outside, inside.shape()), inside));
+}
+
+// ---- binary ops ----
+
+// heaviside(x, values): values where x == 0, else x > 0 (NaN gives 0). Same dtypes (meta checks).
+std::vector<Value> HeavisideLowering(LoweringContext& ctx) {
+  const DType t = ctx.output().dtype;
+  const Value x = ctx.value(0, t), values = ctx.value(1, t);
+  const Value zero = Constant(0, t);
+  const Shape shape = ctx.output().shape;
+  const Value step = Convert(Compare(x, zero, "GT"), t);
+  return Result(ctx, Select(BroadcastTo(Compare(x, zero, "EQ"), shape), BroadcastTo(values, shape),
+                            BroadcastTo(step, shape)));
+}
+
+// nextafter(x, y) in the dtype itself, by stepping the bit pattern: away from zero when y lies
+// beyond x in x's direction. From ±0 the result is the smallest subnormal with y's sign.
+std::vector<Value> NextafterLowering(LoweringContext& ctx) {
+  const DType t = ctx.promoted;
+  CheckFloating("nextafter_cpu", t);
+  const Shape shape = ctx.output().shape;
+  const Value x = BroadcastTo(ctx.value(0, t), shape);
+  const Value y = BroadcastTo(ctx.value(1, t), shape);
+  const size_t bytes = ir::ByteSize(t);
+  const DType bits_type = IntType(x);
+  const Value x_bits = Reinterpret(x), y_bits = Reinterpret(y);
+  // Bit patterns of the same sign order like their magnitudes.
+  const Value away = Compare(Compare(x, y, "LT"), Compare(x, Constant(0, t), "GT"), "EQ");
+  const Value one = Constant(1, bits_type);
+  Value stepped = Select(away, Add(x_bits, one), Sub(x_bits, one));
+  // From zero: the sign bit of y over the pattern 1.
+  const Value sign_mask = Constant(
+      static_cast<double>(std::numeric_limits<int64_t>::min() >> (64 - 8 * bytes)), bits_type);
+  const Value from_zero = Or(And(y_bits, sign_mask), one);
+  stepped = Select(IsEqualTo(x, 0), from_zero, stepped);
+  Value result = ir::MakeOp("stablehlo.bitcast_convert", {stepped}, TensorType{t, shape});
+  result = Select(Compare(x, y, "EQ"), y, result);
+  result = Select(IsNan(y), y, result);
+  return Result(ctx, Select(IsNan(x), x, result));
+}
+
+// logaddexp(a, b) = m + log1p(exp(-|a - b|)), m = max(a, b); logaddexp2 in base 2. Equal
+// infinities give themselves (their difference would be NaN).
+std::vector<Value> LogAddExpLowering(LoweringContext& ctx) {
+  const DType common = ctx.promoted;
+  CheckFloating(ctx.name + "_cpu", common);
+  const DType t = OpMathType(common);
+  const bool base2 = ctx.name == "logaddexp2";
+  const Value a = Convert(ctx.value(0, common), t), b = Convert(ctx.value(1, common), t);
+  const Value m = Select(Compare(a, b, "GT"), a, b);
+  Value negative_distance = Neg(Abs(Sub(a, b)));
+  Value correction;
+  if (base2) {
+    const Value power = Binary("stablehlo.power", Constant(2, t), negative_distance);
+    correction = Mul(Unary("stablehlo.log_plus_one", power), Constant(1 / M_LN2, t));
+  } else {
+    correction = Unary("stablehlo.log_plus_one", Exp(negative_distance));
+  }
+  Value result = Add(m, correction);
+  const Value equal_infinities = And(Compare(a, b, "EQ"), IsEqualTo(Abs(a), INFINITY));
+  result = Select(equal_infinities, BroadcastTo(a, result.shape()), result);
+  // A NaN operand gives NaN (max alone could pick the other operand).
+  result = Select(IsNan(b), BroadcastTo(b, result.shape()), result);
+  return Result(ctx, Select(IsNan(a), BroadcastTo(a, result.shape()), result));
+}
+
+const bool registered = [] {
+  for (const auto& entry : UnaryOps()) RegisterLowering(entry.first, UnaryLowering);
+  return true;
+}();
+
+LoweringRegistrar registrar({
+    {"polygamma", PolygammaLowering},
+    {"logit", LogitLowering},
+    {"logit_backward", LogitBackwardLowering},
+    {"heaviside", HeavisideLowering},
+    {"nextafter", NextafterLowering},
+    {"logaddexp", LogAddExpLowering},
+    {"logaddexp2", LogAddExpLowering},
+});
+
+}  // namespace
+}  // namespace torch_tpu::ops
