@@ -105,6 +105,35 @@ def test_backward_compares_gradients():
     assert wrong_grad[0] == conformance.FAIL and "grad[0]" in wrong_grad[1]
 
 
+def test_tied_indices_are_accepted_only_where_they_point_at_equal_values():
+    accept = conformance.accept_tied_indices
+    x = torch.tensor([[2.0, 1.0, 2.0, float("nan"), 1.0]])
+    expected = x.sort(1)  # values [1, 1, 2, 2, nan]
+    tie_swapped = torch.tensor([[4, 1, 2, 0, 3]], device="tpu")
+    actual = (expected.values.to("tpu"), tie_swapped)
+    conformance.compare(accept("sort", _sample(x, 1), actual, expected), expected, torch.float32)
+    conformance.compare(
+        accept("argsort", _sample(x, 1), tie_swapped, expected.indices), expected.indices, torch.float32
+    )
+    wrong = [
+        torch.tensor([[4, 0, 2, 1, 3]], device="tpu"),  # a 2 where the CPU has a 1
+        torch.tensor([[1, 1, 2, 0, 3]], device="tpu"),  # a repeated index
+        torch.tensor([[1, 4, 2, 0, 5]], device="tpu"),  # out of range
+    ]
+    for index in wrong:
+        with pytest.raises(AssertionError):
+            conformance.compare(accept("sort", _sample(x, 1), (actual[0], index), expected), expected, torch.float32)
+    # A stable sort must give the CPU's order exactly.
+    stable = _sample(x, dim=1, stable=True)
+    with pytest.raises(AssertionError):
+        conformance.compare(accept("sort", stable, actual, expected), expected, torch.float32)
+    # kthvalue without keepdim: one index per row, ties allowed.
+    y = torch.tensor([[3, 1, 3], [5, 5, 0]])
+    kth = y.kthvalue(2, 1)
+    tpu_kth = (kth.values.to("tpu"), torch.tensor([2, 0], device="tpu"))
+    conformance.compare(accept("kthvalue", _sample(y, 2, 1), tpu_kth, kth), kth, torch.int64)
+
+
 def test_random_ops_are_skipped(opinfos):
     assert conformance.skip_reason(opinfos["bernoulli"])
     assert conformance.skip_reason(opinfos["nn.functional.dropout"])

@@ -424,6 +424,82 @@ def test_cumsum_errors_like_cpu():
         make(SHAPE).to(TPU).cumsum(3)
 
 
+# ---- cummax/cummin/logcumsumexp ----
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("dtype,dim", dtype_cases(ALL_DTYPES, [(0,), (-1,), (1,)], [(-1,)]))
+def test_cummax_cummin(op, dtype, dim):
+    # Many ties: the CPU takes the later index of equal values.
+    x = ties(SHAPE, dtype)
+    values, indices = getattr(torch, op)(x.to(TPU), dim)
+    expected = getattr(torch, op)(x, dim)
+    assert_close(values, expected.values)
+    assert_close(indices, expected.indices)
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin_nan_infinities_and_lengths(op):
+    nan, inf = math.nan, math.inf
+    x = torch.tensor([[1.0, nan, 2.0, nan, 5.0, -inf, inf], [-inf, -inf, 3.0, inf, inf, nan, 0.0]])
+    expected = getattr(torch, op)(x, 1)
+    values, indices = getattr(torch, op)(x.to(TPU), 1)
+    assert_close(values, expected.values)
+    assert_close(indices, expected.indices)
+    for n in [1, 2, 33]:
+        y = ties((2, n), torch.float32)
+        assert_close(getattr(torch, op)(y.to(TPU), 1).indices, getattr(torch, op)(y, 1).indices)
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin_backward_out_and_scalars(op):
+    x = make((3, 7), seed=1)
+    tpu_x = x.to(TPU).requires_grad_()
+    cpu_x = x.clone().requires_grad_()
+    grad = make((3, 7), seed=2)
+    getattr(torch, op)(tpu_x, 1).values.backward(grad.to(TPU))
+    getattr(torch, op)(cpu_x, 1).values.backward(grad)
+    assert_close(tpu_x.grad, cpu_x.grad)
+    values, indices = torch.empty(0, device=TPU), torch.empty(0, dtype=torch.int64, device=TPU)
+    result = getattr(torch, op)(noncontiguous(x.to(TPU)), 0, out=(values, indices))
+    assert result.values is values and result.indices is indices
+    expected = getattr(torch, op)(noncontiguous(x), 0)
+    assert_close(values, expected.values)
+    assert_close(indices, expected.indices)
+    scalar = getattr(torch, op)(torch.tensor(2.5, device=TPU), 0)
+    assert scalar.values.item() == 2.5 and scalar.indices.item() == 0 and scalar.indices.dim() == 0
+    empty = getattr(torch, op)(torch.empty(0, 3, device=TPU), 0)
+    assert empty.values.shape == (0, 3) and empty.indices.dtype == torch.int64
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        getattr(torch, op)(x.to(TPU), 2)
+
+
+@pytest.mark.parametrize("dtype,dim", dtype_cases(FLOAT_DTYPES, [(0,), (-1,), (1,)], [(-1,)]))
+def test_logcumsumexp(dtype, dim):
+    # A wide range checks the max-shifted form (exp(40) overflows f16).
+    x = make(SHAPE, dtype, -40, 40)
+    assert_close(torch.logcumsumexp(x.to(TPU), dim), torch.logcumsumexp(x, dim))
+
+
+def test_logcumsumexp_special_values_backward_and_errors():
+    nan, inf = math.nan, math.inf
+    x = torch.tensor([[-inf, -inf, 0.0, inf, 1.0], [2.0, nan, 1.0, -inf, 3.0], [inf, inf, -inf, 0.0, 0.0]])
+    assert_close(torch.logcumsumexp(x.to(TPU), 1), torch.logcumsumexp(x, 1))
+    y = make((4, 9), seed=3)
+    tpu_y, cpu_y = y.to(TPU).requires_grad_(), y.clone().requires_grad_()
+    torch.logcumsumexp(tpu_y, 1).sum().backward()
+    torch.logcumsumexp(cpu_y, 1).sum().backward()
+    assert_close(tpu_y.grad, cpu_y.grad)
+    out = torch.empty(0, device=TPU)
+    assert torch.logcumsumexp(y.to(TPU), 0, out=out) is out
+    assert_close(out, torch.logcumsumexp(y, 0))
+    assert torch.logcumsumexp(torch.tensor(1.5, device=TPU), 0).item() == 1.5
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        torch.logcumsumexp(torch.arange(4, device=TPU), 0)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.logcumsumexp(y.to(TPU), -3)
+
+
 # ---- softmax ----
 
 

@@ -553,8 +553,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideableMe
 
 }  // namespace
 
+// cummax, cummin and logcumsumexp have CompositeExplicitAutograd kernels that call per-backend
+// helpers (_cummax_helper, _logcumsumexp) with no meta functions; routed to the fallback, the
+// public ops are lowered directly, with the shapes of PyTorch's Python meta functions.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"convolution_overrideable", "convolution_backward_overrideable"}) {
+  for (const char* name :
+       {"convolution_overrideable", "convolution_backward_overrideable", "cummax", "cummax.out",
+        "cummin", "cummin.out", "logcumsumexp", "logcumsumexp.out"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());
   }
 }

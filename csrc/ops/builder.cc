@@ -113,6 +113,23 @@ Value Pad(const Value& value, const Value& padding_value, const std::vector<int6
                         ir::I64Array(high) + ", interior_padding = " + ir::I64Array(interior));
 }
 
+std::vector<Value> InclusiveScan(std::vector<Value> values, int64_t dim,
+                                 const std::vector<Value>& identity, const ScanCombine& combine) {
+  const int64_t n = values.front().shape()[dim];
+  const size_t rank = values.front().rank();
+  std::vector<int64_t> low(rank, 0), high(rank, 0), interior(rank, 0);
+  for (int64_t shift = 1; shift < n; shift *= 2) {
+    low[dim] = shift;
+    std::vector<Value> shifted;
+    for (size_t i = 0; i < values.size(); ++i) {
+      shifted.push_back(
+          Pad(SliceAxis(values[i], dim, 0, n - shift), identity[i], low, high, interior));
+    }
+    values = combine(shifted, values);
+  }
+  return values;
+}
+
 Value Concatenate(const std::vector<Value>& values, int64_t axis) {
   if (values.size() == 1) return values[0];
   Shape shape = values.at(0).shape();

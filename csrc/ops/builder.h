@@ -1,6 +1,7 @@
 // Shared StableHLO building blocks for the lowerings (broadcasting, casts, reductions, ...).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,14 @@ Value Pad(const Value& value, const Value& padding_value, const std::vector<int6
           const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
 Value Concatenate(const std::vector<Value>& values, int64_t axis);
 Value Iota(const TensorType& type, int64_t dimension);
+
+// Inclusive scan along `dim` in log2(n) steps (Hillis-Steele): each step combines every position
+// with the one 1, 2, 4, ... before it, positions before the start reading `identity`. It scans
+// tuples of same-shaped values (cummax carries (value, index)); `combine` must be associative.
+using ScanCombine = std::function<std::vector<Value>(const std::vector<Value>& earlier,
+                                                     const std::vector<Value>& later)>;
+std::vector<Value> InclusiveScan(std::vector<Value> values, int64_t dim,
+                                 const std::vector<Value>& identity, const ScanCombine& combine);
 
 // Elementwise with numpy broadcasting; operands must already share a dtype.
 Value Unary(const std::string& op, const Value& x);

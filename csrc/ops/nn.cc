@@ -43,14 +43,6 @@ std::vector<int64_t> AllDims(const Value& x) {
 
 Value SumAll(const Value& x) { return Reduce(x, AllDims(x), "stablehlo.add", C(0, x.dtype())); }
 
-// The CPU raises NotImplementedError for these dtypes; UnsupportedError becomes one too (and
-// with TORCH_TPU_CPU_FALLBACK=1 the CPU raises its own).
-void CheckFloating(const LoweringContext& ctx, DType t) {
-  if (!ir::IsFloating(t)) {
-    throw UnsupportedError("\"" + ctx.name + "\" not implemented for '" + ScalarTypeName(t) + "'");
-  }
-}
-
 // ---- pointwise activations and their backward ops, from a table of formulas ----
 
 // `x` holds the op's tensor arguments in the compute dtype, broadcast to the output's shape;
@@ -298,7 +290,7 @@ const std::unordered_map<std::string, PointwiseOp>& PointwiseOps() {
 std::vector<Value> PointwiseLowering(LoweringContext& ctx) {
   const PointwiseOp& op = PointwiseOps().at(ctx.name);
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   std::vector<Value> x;
   // Operands are cast to the common dtype first (xlogy's may be a host scalar).
@@ -328,7 +320,7 @@ std::vector<Value> ThresholdBackwardLowering(LoweringContext& ctx) {
 // hardtanh(self, min, max) (and relu6) clamps in the tensor's own dtype; NaN passes through.
 std::vector<Value> HardtanhLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  if (out.dtype == DType::kBool) CheckFloating(ctx, out.dtype);
+  if (out.dtype == DType::kBool) CheckFloatingKernel(ctx.name, out.dtype);
   Value x = ctx.value(0, out.dtype);
   Value low = ctx.value(1, out.dtype);
   Value high = ctx.value(2, out.dtype);
@@ -339,7 +331,7 @@ std::vector<Value> HardtanhLowering(LoweringContext& ctx) {
 // holds exp(-|x|).
 std::vector<Value> LogSigmoidForwardLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   Value x = Convert(ctx.tensor(0), t);
   Value z = Exp(Neg(Abs(x)));
@@ -354,7 +346,7 @@ std::vector<Value> LogSigmoidForwardLowering(LoweringContext& ctx) {
 // shape (autograd sums grad_weight down to weight's shape).
 std::vector<Value> PreluBackwardLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   const Shape shape = BroadcastShapes(ctx.tensor(1).shape(), ctx.tensor(2).shape());
   Value grad = BroadcastTo(Convert(ctx.tensor(0), t), shape);
@@ -393,7 +385,7 @@ std::vector<Value> NativeDropoutLowering(LoweringContext& ctx) {
 // grad's dtype first as the CPU does.
 std::vector<Value> NativeDropoutBackwardLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   Value mask = Convert(ctx.tensor(1), t);
   Value factor = Convert(Convert(Mul(mask, ctx.value(2, t)), out.dtype), t);
@@ -517,7 +509,7 @@ const std::unordered_map<std::string, RegressionLoss>& RegressionLosses() {
 
 std::vector<Value> RegressionLossLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   auto [self, target] = LossOperands(ctx, out.dtype, t);
   Value loss = RegressionLosses().at(ctx.name).loss(ctx, Sub(self, target), t);
@@ -526,7 +518,7 @@ std::vector<Value> RegressionLossLowering(LoweringContext& ctx) {
 
 std::vector<Value> RegressionLossBackwardLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   const std::string forward = ctx.name.substr(0, ctx.name.size() - std::string("_backward").size());
   Value self = Convert(ctx.value(1, out.dtype), t);
@@ -542,7 +534,7 @@ std::vector<Value> RegressionLossBackwardLowering(LoweringContext& ctx) {
 // the CPU, so probabilities of exactly 0 or 1 give finite losses.
 std::vector<Value> BinaryCrossEntropyLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   auto [x, y] = LossOperands(ctx, out.dtype, t);
   Value log_x = Max(Log(x), C(-100, t));
@@ -555,7 +547,7 @@ std::vector<Value> BinaryCrossEntropyLowering(LoweringContext& ctx) {
 // binary_cross_entropy_backward(grad, self, target, weight?, reduction).
 std::vector<Value> BinaryCrossEntropyBackwardLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   Value x = BroadcastTo(Convert(ctx.tensor(1), t), out.shape);
   Value y = BroadcastTo(Convert(ctx.tensor(2), t), out.shape);
@@ -609,7 +601,7 @@ NllTerms NllLossTerms(const LoweringContext& ctx, size_t self_index, DType t) {
 //   -> (output, total_weight).
 std::vector<Value> NllLossForwardLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   NllTerms terms = NllLossTerms(ctx, 0, t);
   Value loss = Neg(Mul(terms.target_weight, terms.picked_log_prob));
@@ -628,7 +620,7 @@ std::vector<Value> NllLossForwardLowering(LoweringContext& ctx) {
 // total_weight): -weight[target] * grad at each target, 0 elsewhere.
 std::vector<Value> NllLossBackwardLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  CheckFloating(ctx, out.dtype);
+  CheckFloatingKernel(ctx.name, out.dtype);
   const DType t = OpMathType(out.dtype);
   NllTerms terms = NllLossTerms(ctx, 1, t);
   Value grad = Convert(ctx.tensor(0), t);

@@ -1,5 +1,6 @@
 // Lowerings for the reduction op family: sum, mean, prod, amax/amin, max/min, argmax/argmin,
-// all/any, var/std, vector norms, cumulative sums and products, softmax and their relatives.
+// all/any, var/std, vector norms, cumulative sums, products and extrema, softmax and their
+// relatives.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -359,20 +360,15 @@ std::vector<Value> VectorNormLowering(LoweringContext& ctx) {
   return {Finish(norm, ctx.output())};
 }
 
-// ---- cumsum/cumprod ----
+// ---- cumulative ops: cumsum, cumprod, cummax, cummin ----
 
-// Inclusive scan along `dim` in log2(n) steps: each adds the value shifted by 1, 2, 4, ...
-Value InclusiveScan(const Value& x, int64_t dim, Combine combine) {
-  const int64_t n = x.shape()[dim];
-  Value identity = Identity(combine, x.dtype());
-  std::vector<int64_t> low(x.rank(), 0), high(x.rank(), 0), interior(x.rank(), 0);
-  Value scan = x;
-  for (int64_t shift = 1; shift < n; shift *= 2) {
-    low[dim] = shift;
-    Value shifted = Pad(SliceAxis(scan, dim, 0, n - shift), identity, low, high, interior);
-    scan = CombineValues(combine, scan, shifted);
-  }
-  return scan;
+// The scan of one value with a reduction's combination.
+Value ScanWith(const Value& x, int64_t dim, Combine combine) {
+  return InclusiveScan(
+      {x}, dim, {Identity(combine, x.dtype())},
+      [combine](const std::vector<Value>& earlier, const std::vector<Value>& later) {
+        return std::vector<Value>{CombineValues(combine, later[0], earlier[0])};
+      })[0];
 }
 
 // cumsum/cumprod(self, dim, *, dtype?): integers and bool accumulate in int64 (the meta function
@@ -382,8 +378,28 @@ std::vector<Value> CumulativeLowering(LoweringContext& ctx) {
   Value x = ctx.tensor(0);
   Value input = AccumulationInput(x, ctx.output().dtype);
   if (input.rank() == 0) return {Finish(input, ctx.output())};
-  return {
-      Finish(InclusiveScan(input, NormalizeDim(ctx.int_arg(1), x.rank()), kCombine), ctx.output())};
+  return {Finish(ScanWith(input, NormalizeDim(ctx.int_arg(1), x.rank()), kCombine), ctx.output())};
+}
+
+// cummax/cummin(self, dim) -> (values, indices). As on the CPU, ties take the later index and a
+// NaN, once seen, stays (with the index of the latest NaN): the running pair is the maximum under
+// the order (is NaN, value, index), which makes the combination associative.
+template <Combine kCombine>
+std::vector<Value> CumulativeExtremumLowering(LoweringContext& ctx) {
+  const Value x = ctx.tensor(0);
+  const TensorType index_type{DType::kS64, x.shape()};
+  if (x.rank() == 0) return {x, Constant(0, DType::kS64)};
+  const int64_t dim = NormalizeDim(ctx.int_arg(1), x.rank());
+  const bool floating = ir::IsFloating(x.dtype());
+  const std::string beats = kCombine == Combine::kMax ? "GE" : "LE";
+  auto combine = [&](const std::vector<Value>& earlier, const std::vector<Value>& later) {
+    Value later_wins = Compare(later[0], earlier[0], beats);
+    if (floating) later_wins = Or(IsNan(later[0]), And(Not(IsNan(earlier[0])), later_wins));
+    return std::vector<Value>{Select(later_wins, later[0], earlier[0]),
+                              Select(later_wins, later[1], earlier[1])};
+  };
+  return InclusiveScan({x, Iota(index_type, dim)}, dim,
+                       {Identity(kCombine, x.dtype()), Constant(-1, DType::kS64)}, combine);
 }
 
 // ---- softmax ----
@@ -456,6 +472,8 @@ LoweringRegistrar registrar({
     {"linalg_vector_norm", VectorNormLowering},
     {"cumsum", CumulativeLowering<Combine::kSum>},
     {"cumprod", CumulativeLowering<Combine::kProd>},
+    {"cummax", CumulativeExtremumLowering<Combine::kMax>},
+    {"cummin", CumulativeExtremumLowering<Combine::kMin>},
     {"_softmax", SoftmaxLowering<false>},
     {"_log_softmax", SoftmaxLowering<true>},
     {"_softmax_backward_data", SoftmaxBackwardLowering<false>},

@@ -1,5 +1,5 @@
 // Special functions: lgamma, digamma, polygamma, erfinv, modified Bessel functions, sinc, logit
-// (and logit_backward), heaviside, nextafter, logaddexp and logaddexp2.
+// (and logit_backward), heaviside, nextafter, logaddexp, logaddexp2 and logcumsumexp.
 //
 // The gamma-family, erfinv and i1e come from chlo ops, XLA's own expansions of functions that
 // StableHLO lacks (the CPU plugin accepts them, as it does chlo.erf). As on PyTorch's CPU
@@ -32,14 +32,6 @@ Value IsEqualTo(const Value& x, double value) {
 
 std::vector<Value> Result(const LoweringContext& ctx, const Value& value) {
   return {BroadcastTo(Convert(value, ctx.output().dtype), ctx.output().shape)};
-}
-
-// The CPU kernels of the binary ops below exist only for floating dtypes.
-void CheckFloating(const std::string& kernel, DType dtype) {
-  if (!ir::IsFloating(dtype)) {
-    throw UnsupportedError("\"" + kernel + "\" not implemented for '" + ScalarTypeName(dtype) +
-                           "'");
-  }
 }
 
 // ---- unary formulas (x already in opmath) ----
@@ -207,7 +199,7 @@ std::vector<Value> HeavisideLowering(LoweringContext& ctx) {
 // beyond x in x's direction. From ±0 the result is the smallest subnormal with y's sign.
 std::vector<Value> NextafterLowering(LoweringContext& ctx) {
   const DType t = ctx.promoted;
-  CheckFloating("nextafter_cpu", t);
+  CheckFloatingKernel("nextafter_cpu", t);
   const Shape shape = ctx.output().shape;
   const Value x = BroadcastTo(ctx.value(0, t), shape);
   const Value y = BroadcastTo(ctx.value(1, t), shape);
@@ -230,15 +222,12 @@ std::vector<Value> NextafterLowering(LoweringContext& ctx) {
 }
 
 // logaddexp(a, b) = m + log1p(exp(-|a - b|)), m = max(a, b); logaddexp2 in base 2. Equal
-// infinities give themselves (their difference would be NaN).
-std::vector<Value> LogAddExpLowering(LoweringContext& ctx) {
-  const DType common = ctx.promoted;
-  CheckFloating(ctx.name + "_cpu", common);
-  const DType t = OpMathType(common);
-  const bool base2 = ctx.name == "logaddexp2";
-  const Value a = Convert(ctx.value(0, common), t), b = Convert(ctx.value(1, common), t);
+// infinities give themselves (their difference would be NaN); a NaN operand gives NaN (max alone
+// could pick the other operand).
+Value LogAddExp(const Value& a, const Value& b, bool base2) {
+  const DType t = a.dtype();
   const Value m = Select(Compare(a, b, "GT"), a, b);
-  Value negative_distance = Neg(Abs(Sub(a, b)));
+  const Value negative_distance = Neg(Abs(Sub(a, b)));
   Value correction;
   if (base2) {
     const Value power = Binary("stablehlo.power", Constant(2, t), negative_distance);
@@ -249,9 +238,30 @@ std::vector<Value> LogAddExpLowering(LoweringContext& ctx) {
   Value result = Add(m, correction);
   const Value equal_infinities = And(Compare(a, b, "EQ"), IsEqualTo(Abs(a), INFINITY));
   result = Select(equal_infinities, BroadcastTo(a, result.shape()), result);
-  // A NaN operand gives NaN (max alone could pick the other operand).
   result = Select(IsNan(b), BroadcastTo(b, result.shape()), result);
-  return Result(ctx, Select(IsNan(a), BroadcastTo(a, result.shape()), result));
+  return Select(IsNan(a), BroadcastTo(a, result.shape()), result);
+}
+
+std::vector<Value> LogAddExpLowering(LoweringContext& ctx) {
+  const DType common = ctx.promoted;
+  CheckFloatingKernel(ctx.name + "_cpu", common);
+  const DType t = OpMathType(common);
+  const Value a = Convert(ctx.value(0, common), t), b = Convert(ctx.value(1, common), t);
+  return Result(ctx, LogAddExp(a, b, ctx.name == "logaddexp2"));
+}
+
+// logcumsumexp(self, dim): the running logaddexp (associative), floating only; f16/bf16 in f32.
+// Positions before the start read -inf, logaddexp's identity.
+std::vector<Value> LogCumSumExpLowering(LoweringContext& ctx) {
+  const Value x = ctx.tensor(0);
+  CheckFloatingKernel("logcumsumexp_out_cpu", x.dtype());  // the CPU's message
+  const Value input = Convert(x, OpMathType(x.dtype()));
+  if (input.rank() == 0) return Result(ctx, input);
+  auto combine = [](const std::vector<Value>& earlier, const std::vector<Value>& later) {
+    return std::vector<Value>{LogAddExp(earlier[0], later[0], /*base2=*/false)};
+  };
+  const int64_t dim = NormalizeDim(ctx.int_arg(1), x.rank());
+  return Result(ctx, InclusiveScan({input}, dim, {Constant(-INFINITY, input.dtype())}, combine)[0]);
 }
 
 const bool registered = [] {
@@ -267,6 +277,7 @@ LoweringRegistrar registrar({
     {"nextafter", NextafterLowering},
     {"logaddexp", LogAddExpLowering},
     {"logaddexp2", LogAddExpLowering},
+    {"logcumsumexp", LogCumSumExpLowering},
 });
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "ops/lowering.h"
+
 namespace torch_tpu::ops {
 
 using ir::DType;
@@ -37,5 +39,12 @@ const TypeNames& NamesOf(DType dtype) {
 
 const char* ScalarTypeName(DType dtype) { return NamesOf(dtype).scalar_type; }
 const char* CppTypeName(DType dtype) { return NamesOf(dtype).cpp_type; }
+
+void CheckFloatingKernel(const std::string& kernel, DType dtype) {
+  if (!ir::IsFloating(dtype)) {
+    throw UnsupportedError("\"" + kernel + "\" not implemented for '" + ScalarTypeName(dtype) +
+                           "'");
+  }
+}
 
 }  // namespace torch_tpu::ops

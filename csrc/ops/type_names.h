@@ -1,6 +1,8 @@
 // PyTorch's names for dtypes, for argument-check messages that must read exactly as the CPU's.
 #pragma once
 
+#include <string>
+
 #include "ir/graph.h"
 
 namespace torch_tpu::ops {
@@ -9,5 +11,9 @@ namespace torch_tpu::ops {
 const char* ScalarTypeName(ir::DType dtype);
 // caffe2::TypeMeta's name, the C++ type: "float", "long int", "c10::BFloat16".
 const char* CppTypeName(ir::DType dtype);
+
+// Throws UnsupportedError '"kernel" not implemented for 'Long'' (the message of PyTorch's dtype
+// dispatch) unless dtype is floating: for ops whose CPU kernels exist only for floating dtypes.
+void CheckFloatingKernel(const std::string& kernel, ir::DType dtype);
 
 }  // namespace torch_tpu::ops
