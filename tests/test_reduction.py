@@ -363,6 +363,24 @@ def test_vector_norm_dtype_argument_and_norm():
     assert_close(y.to(TPU).norm(p="fro", dim=(0, 1)), y.norm(p="fro", dim=(0, 1)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_legacy_norm_overloads(dtype):
+    # aten::norm, which C++ callers (F.pairwise_distance) reach; torch.norm itself mostly goes to
+    # linalg_vector_norm.
+    x = make(SHAPE, dtype)
+    calls = [
+        lambda t: torch.ops.aten.norm.Scalar(t, 3),
+        lambda t: torch.ops.aten.norm.ScalarOpt_dim(t, None, [1]),
+        lambda t: torch.ops.aten.norm.ScalarOpt_dim(t, 0.5, [0, 2], True),
+        lambda t: torch.ops.aten.norm.ScalarOpt_dim_dtype(t, 1, [-1], False, dtype=torch.float32),
+        lambda t: torch.ops.aten.norm.ScalarOpt_dtype(t, math.inf, dtype=torch.float32),
+    ]
+    torch_tpu.metrics.reset()
+    for call in calls:
+        assert_close(call(x.to(TPU)), call(x))
+    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
+
+
 def test_vector_norm_order_does_not_recompile():
     x = make((5, 7)).to(TPU)
     torch.linalg.vector_norm(x, 3, 1).cpu()

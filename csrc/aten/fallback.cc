@@ -216,6 +216,7 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
     if (!t.defined()) return a;
     a.kind = Kind::kTensor;
     a.tensor = ReadTensor(t);
+    a.contiguous = t.is_contiguous();
     if (t.is_cpu() && t.dim() == 0) {
       a.host_scalar = true;
       a.scalar = ToScalar(t.item());
@@ -554,12 +555,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideableMe
 }  // namespace
 
 // cummax, cummin and logcumsumexp have CompositeExplicitAutograd kernels that call per-backend
-// helpers (_cummax_helper, _logcumsumexp) with no meta functions; routed to the fallback, the
-// public ops are lowered directly, with the shapes of PyTorch's Python meta functions.
+// helpers (_cummax_helper, _logcumsumexp) with no meta functions, and mode's out= kernel accepts
+// only CPU, CUDA and XPU tensors; routed to the fallback, the public ops are lowered directly,
+// with the shapes of PyTorch's Python meta functions.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name :
        {"convolution_overrideable", "convolution_backward_overrideable", "cummax", "cummax.out",
-        "cummin", "cummin.out", "logcumsumexp", "logcumsumexp.out"}) {
+        "cummin", "cummin.out", "logcumsumexp", "logcumsumexp.out", "mode.values"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());
   }
 }

@@ -24,6 +24,14 @@ Value Pad(const Value& value, const Value& padding_value, const std::vector<int6
 Value Concatenate(const std::vector<Value>& values, int64_t axis);
 Value Iota(const TensorType& type, int64_t dimension);
 
+// Stable sort of x along `dim` with each value's input position (s64), ascending or descending,
+// NaN above every number as on the CPU (sort.cc).
+struct Sorted {
+  Value values;
+  Value indices;
+};
+Sorted SortAlong(const Value& x, int64_t dim, bool descending);
+
 // Inclusive scan along `dim` in log2(n) steps (Hillis-Steele): each step combines every position
 // with the one 1, 2, 4, ... before it, positions before the start reading `identity`. It scans
 // tuples of same-shaped values (cummax carries (value, index)); `combine` must be associative.

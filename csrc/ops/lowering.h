@@ -48,6 +48,9 @@ struct Argument {
   // A kTensor that is a 0-d CPU tensor (a wrapped Python number): `scalar` holds its value, so
   // value(i, dtype) makes the parameter in dtype directly, and `3` and `0.5` share one program.
   bool host_scalar = false;
+  // A kTensor's layout, for the few ops whose results PyTorch defines by it (_linalg_det factors
+  // A^T when A is contiguous, and its backward relies on that).
+  bool contiguous = true;
   std::vector<int64_t> ints;
   std::string text;
   DType dtype = DType::kF32;

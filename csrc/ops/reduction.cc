@@ -470,6 +470,7 @@ LoweringRegistrar registrar({
     {"var_mean", VarianceLowering<false, true>},
     {"std_mean", VarianceLowering<true, true>},
     {"linalg_vector_norm", VectorNormLowering},
+    {"norm", VectorNormLowering},  // its overloads that reach a backend order args the same way
     {"cumsum", CumulativeLowering<Combine::kSum>},
     {"cumprod", CumulativeLowering<Combine::kProd>},
     {"cummax", CumulativeExtremumLowering<Combine::kMax>},

@@ -20,13 +20,10 @@ Value Before(const Value& a, const Value& b, bool descending) {
   return Binary("stablehlo.or", ordered, nan_first);
 }
 
-struct Sorted {
-  Value values;
-  Value indices;  // s64: each value's position along the sorted dim in the input
-};
+}  // namespace
 
-// Stable sort along `dim`. CPU sorts are stable whatever `stable` says, so ties keep their input
-// order here too and the indices match the CPU's.
+// Stable, so that ties keep their input order and the indices match the CPU's stable sorts (and
+// its default sort wherever that is stable, which is not always: bf16 rows of thousands).
 Sorted SortAlong(const Value& x, int64_t dim, bool descending) {
   Value indices = Iota(TensorType{DType::kS64, x.shape()}, dim);
   if (x.shape()[dim] <= 1) return {x, indices};
@@ -41,6 +38,8 @@ Sorted SortAlong(const Value& x, int64_t dim, bool descending) {
                                  {std::move(comparator)});
   return {results[0], results[1]};
 }
+
+namespace {
 
 // A 0-d input sorts as one element along dim 0 (PyTorch accepts dim 0 or -1).
 Value AtLeast1d(const Value& x) { return x.rank() == 0 ? Reshape(x, {1}) : x; }

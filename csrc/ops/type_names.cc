@@ -40,11 +40,18 @@ const TypeNames& NamesOf(DType dtype) {
 const char* ScalarTypeName(DType dtype) { return NamesOf(dtype).scalar_type; }
 const char* CppTypeName(DType dtype) { return NamesOf(dtype).cpp_type; }
 
+namespace {
+[[noreturn]] void ThrowNotImplementedFor(const std::string& kernel, DType dtype) {
+  throw UnsupportedError("\"" + kernel + "\" not implemented for '" + ScalarTypeName(dtype) + "'");
+}
+}  // namespace
+
 void CheckFloatingKernel(const std::string& kernel, DType dtype) {
-  if (!ir::IsFloating(dtype)) {
-    throw UnsupportedError("\"" + kernel + "\" not implemented for '" + ScalarTypeName(dtype) +
-                           "'");
-  }
+  if (!ir::IsFloating(dtype)) ThrowNotImplementedFor(kernel, dtype);
+}
+
+void CheckFloatOrDoubleKernel(const std::string& kernel, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kF64) ThrowNotImplementedFor(kernel, dtype);
 }
 
 }  // namespace torch_tpu::ops

@@ -15,5 +15,7 @@ const char* CppTypeName(ir::DType dtype);
 // Throws UnsupportedError '"kernel" not implemented for 'Long'' (the message of PyTorch's dtype
 // dispatch) unless dtype is floating: for ops whose CPU kernels exist only for floating dtypes.
 void CheckFloatingKernel(const std::string& kernel, ir::DType dtype);
+// The same for ops whose CPU kernels exist for float and double only (LAPACK, distances).
+void CheckFloatOrDoubleKernel(const std::string& kernel, ir::DType dtype);
 
 }  // namespace torch_tpu::ops
