@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from conftest import TPU, assert_close, make, noncontiguous
 
+import torch_tpu
+
 FLOAT_DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
@@ -523,3 +525,111 @@ def test_errors_match_cpu(case):
         fn(x)
     with pytest.raises(error, match=fragment):
         fn(x.to(TPU))
+
+
+# ---- max_unpool2d / max_unpool3d ----
+
+
+def no_fallbacks(fn):
+    torch_tpu.metrics.reset()
+    fn()
+    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
+
+
+def check_unpool(unpool, pooled, indices, **tolerance):
+    """unpool(values, indices) on tpu and on the CPU, forward and the gradient of the values."""
+    cpu_x = pooled.detach().clone().requires_grad_(True)
+    tpu_x = pooled.detach().to(TPU).requires_grad_(True)
+    expected = unpool(cpu_x, indices)
+    actual = unpool(tpu_x, indices.to(TPU))
+    assert_close(actual, expected, **tolerance)
+    grad = make(expected.shape, expected.dtype)
+    expected.backward(grad)
+    actual.backward(grad.to(TPU))
+    assert_close(tpu_x.grad, cpu_x.grad, **tolerance)
+
+
+# (shape, kernel, stride, padding, output_size)
+UNPOOL2D_CASES = [
+    ((2, 3, 8, 8), 2, None, 0, None),
+    ((2, 3, 9, 7), 3, 2, 1, None),
+    ((3, 9, 10), (2, 3), (2, 2), 0, (9, 10)),  # unbatched, output_size past the default
+    ((1, 2, 7, 7), 2, 2, 0, (7, 7)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("case", UNPOOL2D_CASES, ids=str)
+def test_max_unpool2d(case, dtype):
+    shape, kernel, stride, padding, output_size = case
+    values, indices = F.max_pool2d(make(shape, dtype), kernel, stride, padding, return_indices=True)
+
+    def unpool(v, i):
+        return F.max_unpool2d(v, i, kernel, stride, padding, output_size)
+
+    no_fallbacks(lambda: check_unpool(unpool, values, indices))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_max_unpool3d(dtype):
+    values, indices = F.max_pool3d(make((2, 2, 6, 5, 7), dtype), 2, return_indices=True)
+    no_fallbacks(lambda: check_unpool(lambda v, i: F.max_unpool3d(v, i, 2, output_size=(6, 5, 7)), values, indices))
+    values, indices = F.max_pool3d(make((2, 4, 4, 4), dtype), 2, return_indices=True)
+    check_unpool(lambda v, i: F.max_unpool3d(v, i, 2), values, indices)
+    values, indices = F.max_pool3d(make((2, 7, 6, 5), dtype), 3, 2, 1, return_indices=True)  # unbatched
+    check_unpool(lambda v, i: F.max_unpool3d(v, i, 3, 2, 1, output_size=(7, 6, 5)), values, indices)
+
+
+def test_max_unpool_modules_noncontiguous_and_empty_batch():
+    pool, unpool = torch.nn.MaxPool2d(2, return_indices=True), torch.nn.MaxUnpool2d(2)
+    values, indices = pool(make((2, 3, 6, 8)))
+    check_unpool(lambda v, i: unpool(noncontiguous(v), i), values, indices)
+    values, indices = torch.nn.MaxPool3d(2, return_indices=True)(make((1, 2, 4, 4, 4)))
+    check_unpool(torch.nn.MaxUnpool3d(2), values, indices)
+    empty = torch.zeros(0, 2, 3, 3)
+    check_unpool(lambda v, i: F.max_unpool2d(v, i, 2), empty, empty.long())
+
+
+def test_max_unpool_repeated_indices_keep_the_last_write():
+    # Every element of a plane names one of two positions: the CPU's loop leaves the last one.
+    values = make((2, 3, 4, 4))
+    indices = torch.randint(0, 2, (2, 3, 4, 4)) * 5
+    assert_close(F.max_unpool2d(values.to(TPU), indices.to(TPU), 2), F.max_unpool2d(values, indices, 2))
+    values = make((1, 2, 2, 3, 3))
+    indices = torch.randint(0, 3, (1, 2, 2, 3, 3))
+    assert_close(F.max_unpool3d(values.to(TPU), indices.to(TPU), 2), F.max_unpool3d(values, indices, 2))
+
+
+def test_max_unpool_out_of_range_indices_are_dropped():
+    values = make((1, 2, 2, 2))
+    indices = torch.tensor([[[[0, 5], [16, 15]], [[-1, 3], [3, 100]]]])
+    with pytest.raises(RuntimeError, match="Found an invalid max index"):
+        F.max_unpool2d(values, indices, 2)
+    # The CPU raises; tpu (which cannot check data without a host read) skips those elements.
+    expected = torch.zeros(1, 2, 16)
+    for plane in range(2):
+        for value, index in zip(values[0, plane].flatten().tolist(), indices[0, plane].flatten().tolist(), strict=True):
+            if 0 <= index < 16:
+                expected[0, plane, index] = value
+    assert_close(F.max_unpool2d(values.to(TPU), indices.to(TPU), 2), expected.view(1, 2, 4, 4))
+
+
+def test_max_unpool_errors():
+    x = make((1, 2, 3, 3)).to(TPU)
+    indices = torch.zeros(1, 2, 3, 3, dtype=torch.long, device=TPU)
+    with pytest.raises(RuntimeError, match="Input to max_unpooling2d should be a 3d or 4d Tensor"):
+        F.max_unpool2d(x[0, 0], indices[0, 0], 2)
+    with pytest.raises(RuntimeError, match="Input to max_unpooling3d should be a 4d or 5d Tensor"):
+        F.max_unpool3d(x[0], indices[0], 2)
+    with pytest.raises(RuntimeError, match="Expected shape of indices to be same as that of the input tensor"):
+        F.max_unpool2d(x, indices[..., :2], 2)
+    with pytest.raises(RuntimeError, match="elements in indices should be type int64 but got"):
+        F.max_unpool2d(x, indices.int(), 2)
+    with pytest.raises(RuntimeError, match="There should be exactly two elements"):
+        torch.ops.aten.max_unpool2d(x, indices, [6])
+    with pytest.raises(RuntimeError, match=r"strides should be greater than zero, but got stride: \[0, 2, 2\]"):
+        torch.ops.aten.max_unpool3d(x, indices, [6, 6, 6], [0, 2, 2], [0, 0, 0])
+    for dims, unpool in [(2, F.max_unpool2d), (3, F.max_unpool3d)]:
+        integers = torch.ones((1,) * (dims + 2), dtype=torch.long, device=TPU)
+        with pytest.raises(NotImplementedError, match=f"\"max_unpool{dims}d\" not implemented for 'Long'"):
+            unpool(integers, torch.zeros_like(integers), 2)

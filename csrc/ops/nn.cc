@@ -2,8 +2,10 @@
 // backward and the losses. Like PyTorch's CPU kernels, f16/bf16 compute in f32 ("opmath") and
 // round once at the end.
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ops/builder.h"
@@ -306,15 +308,52 @@ std::vector<Value> ReluLowering(LoweringContext& ctx) {
   return {Max(x, ConstantLike(0, x))};
 }
 
-// threshold_backward(grad, self, threshold): grad where self > threshold, else 0.
-std::vector<Value> ThresholdBackwardLowering(LoweringContext& ctx) {
-  const DType t = ctx.output().dtype;
-  Value grad = ctx.value(0, t);
-  Value self = ctx.value(1, t);
-  Value above = Compare(self, ctx.value(2, t), "GT");
-  Value zeros = Constant(0, t, ctx.output().shape);
-  return {
-      Select(BroadcastTo(above, ctx.output().shape), BroadcastTo(grad, ctx.output().shape), zeros)};
+// threshold(self, threshold, value) = self <= threshold ? value : self, and threshold_backward(
+// grad, self, threshold) = self <= threshold ? 0 : grad (so a NaN self keeps its gradient): the
+// CPU's one kernel. Floating inputs compare in opmath (a bf16 input against the f32 threshold,
+// not a bf16-rounded one); integers truncate the scalars to the tensor's type, as Scalar::to does.
+std::vector<Value> ThresholdLowering(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  if (out.dtype == DType::kBool) CheckFloatingKernel("threshold_cpu", out.dtype);
+  const DType t = OpMathType(out.dtype);
+  const bool backward = ctx.name == "threshold_backward";
+  Value self = Convert(ctx.value(backward ? 1 : 0, out.dtype), t);
+  Value other = backward ? Convert(ctx.value(0, out.dtype), t) : self;
+  Value value = backward ? C(0, t) : ctx.value(2, t);
+  Value replaced = Where(LessEqual(self, ctx.value(1 + backward, t)), value, other);
+  return {BroadcastTo(Convert(replaced, out.dtype), out.shape)};
+}
+
+// glu(self, dim) = a * sigmoid(b), a and b the two halves of self along dim (the meta function
+// checks that the dim is even).
+std::pair<Value, Value> GluHalves(const Value& self, int64_t dim, DType t) {
+  const int64_t half = self.shape()[dim] / 2;
+  Value x = Convert(self, t);
+  return {SliceAxis(x, dim, 0, half), SliceAxis(x, dim, half, 2 * half)};
+}
+
+std::vector<Value> GluLowering(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  CheckFloatingKernel("glu_cpu", out.dtype);
+  const Value self = ctx.tensor(0);
+  const int64_t dim = NormalizeDim(ctx.int_arg(1, -1), self.rank());
+  auto [a, b] = GluHalves(self, dim, OpMathType(out.dtype));
+  return {Convert(Mul(a, Sigmoid(b)), out.dtype)};
+}
+
+// glu_backward(grad, self, dim): d/da = grad * sigmoid(b), d/db = grad * a * s * (1 - s).
+std::vector<Value> GluBackwardLowering(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  CheckFloatingKernel("glu_backward_cpu", out.dtype);
+  const DType t = OpMathType(out.dtype);
+  const Value self = ctx.tensor(1);
+  const int64_t dim = NormalizeDim(ctx.int_arg(2), self.rank());
+  auto [a, b] = GluHalves(self, dim, t);
+  Value grad = Convert(ctx.tensor(0), t);
+  Value sigmoid = Sigmoid(b);
+  Value grad_a = Mul(grad, sigmoid);
+  Value grad_b = Mul(Mul(grad_a, a), Sub(C(1, t), sigmoid));
+  return {Convert(Concatenate({grad_a, grad_b}, dim), out.dtype)};
 }
 
 // hardtanh(self, min, max) (and relu6) clamps in the tensor's own dtype; NaN passes through.
@@ -559,6 +598,179 @@ std::vector<Value> BinaryCrossEntropyBackwardLowering(LoweringContext& ctx) {
   return {Convert(result, out.dtype)};
 }
 
+// ---- margin losses: self [C] or [N, C] (a 0-d self is one sample of one class) ----
+//
+// Targets are data: the CPU raises for one out of range, which would need a host read here, so
+// an out-of-range target is not checked; it matches no class (its score reads as 0).
+
+Value Not(const Value& x) { return Unary("stablehlo.not", x); }
+
+// The CPU kernels exist for float and double only, and take int64 targets only.
+void CheckMarginLossTypes(const std::string& kernel, DType self, const Value& target) {
+  if (self != DType::kF32 && self != DType::kF64) {
+    throw UnsupportedError("\"" + kernel + "\" not implemented for '" + ScalarTypeName(self) + "'");
+  }
+  if (target.dtype() != DType::kS64) {
+    throw std::runtime_error(std::string("expected scalar type Long but found ") +
+                             ScalarTypeName(target.dtype()));
+  }
+}
+
+// self as [N, C] in the compute dtype.
+Value AsSamples(const Value& self, DType t) {
+  const int64_t classes = self.rank() == 0 ? 1 : self.shape().back();
+  const int64_t samples = self.rank() == 2 ? self.shape()[0] : 1;
+  return Reshape(Convert(self, t), {samples, classes});
+}
+
+// The factor each sample's gradient is scaled by, as [N]: 1 / C (1 / (N C) for mean) times
+// grad_output, which is per sample for an unreduced batch and a single value otherwise.
+Value SampleGradients(const Value& grad_output, int64_t samples, int64_t classes, int64_t reduction,
+                      DType t) {
+  const int64_t count = ir::NumElements(grad_output.shape());
+  Value grad = Reshape(Convert(grad_output, t), {count});
+  grad = count == samples ? grad : BroadcastTo(Reshape(grad, {}), {samples});
+  const double scale = reduction == kMean ? 1.0 / (static_cast<double>(samples) * classes)
+                                          : 1.0 / static_cast<double>(classes);
+  return Mul(grad, C(scale, t));
+}
+
+// multi_margin_loss's per-class terms: z = margin - x[target] + x[i] for each class i.
+struct MultiMarginTerms {
+  Value picked;         // [N, C]: the target class
+  Value active;         // [N, C]: not the target, and z > 0
+  Value z;              // [N, C]
+  Value target_weight;  // [N]: weight[target], 1 without a weight
+};
+
+// (self, target, p, margin, weight?) at self_index onwards.
+MultiMarginTerms MultiMarginTermsOf(const LoweringContext& ctx, size_t self_index, DType t) {
+  Value x = AsSamples(ctx.tensor(self_index), t);
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  const Shape shape{n, c};
+  Value target = Reshape(Convert(ctx.tensor(self_index + 1), DType::kS64), {n});
+  Value classes = Iota(TensorType{DType::kS64, shape}, 1);
+  Value picked = Compare(classes, BroadcastInDim(target, shape, {0}), "EQ");
+  Value zeros = Constant(0, t, shape);
+  Value x_target = Reduce(Select(picked, x, zeros), {1}, "stablehlo.add", C(0, t));
+  Value z = Add(Sub(ctx.value(self_index + 3, t), BroadcastInDim(x_target, shape, {0})), x);
+  Value active = And(Not(picked), Greater(z, C(0, t)));
+  Value target_weight = Constant(1, t, {n});
+  if (ctx.has(self_index + 4)) {
+    Value weight = BroadcastInDim(Reshape(Convert(ctx.tensor(self_index + 4), t), {c}), shape, {1});
+    target_weight = Reduce(Select(picked, weight, zeros), {1}, "stablehlo.add", C(0, t));
+  }
+  return {picked, active, z, target_weight};
+}
+
+// The meta function accepts only p = 1 and p = 2.
+int64_t MarginPower(const LoweringContext& ctx, size_t i) { return ctx.scalar(i).ToInt(); }
+
+// multi_margin_loss(self, target, p, margin, weight?, reduction): per sample, the sum over the
+// other classes of weight[target] * max(0, z)^p, divided by C.
+std::vector<Value> MultiMarginLossLowering(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  CheckMarginLossTypes("multi_margin_loss_cpu_kernel", out.dtype, ctx.tensor(1));
+  const DType t = OpMathType(out.dtype);
+  const MultiMarginTerms terms = MultiMarginTermsOf(ctx, 0, t);
+  const Shape& shape = terms.z.shape();
+  Value h = MarginPower(ctx, 2) == 1 ? terms.z : Square(terms.z);
+  h = Mul(h, BroadcastInDim(terms.target_weight, shape, {0}));
+  Value sums =
+      Reduce(Select(terms.active, h, Constant(0, t, shape)), {1}, "stablehlo.add", C(0, t));
+  Value loss = Div(sums, C(static_cast<double>(shape[1]), t));
+  return {Reshape(Convert(Reduced(loss, ctx.int_arg(5)), out.dtype), out.shape)};
+}
+
+// multi_margin_loss_backward(grad, self, target, p, margin, weight?, reduction): each active
+// class gets weight[target] * (1 or 2 z) times its sample's factor; the target gets minus their
+// sum.
+std::vector<Value> MultiMarginLossBackwardLowering(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  CheckMarginLossTypes("multi_margin_loss_backward_cpu_kernel", out.dtype, ctx.tensor(2));
+  const DType t = OpMathType(out.dtype);
+  const MultiMarginTerms terms = MultiMarginTermsOf(ctx, 1, t);
+  const Shape& shape = terms.z.shape();
+  Value factor = Mul(SampleGradients(ctx.tensor(0), shape[0], shape[1], ctx.int_arg(6), t),
+                     terms.target_weight);
+  Value slope = MarginPower(ctx, 3) == 1 ? Constant(1, t, shape) : Mul(C(2, t), terms.z);
+  Value zeros = Constant(0, t, shape);
+  Value others = Select(terms.active, Mul(slope, BroadcastInDim(factor, shape, {0})), zeros);
+  Value target = Neg(Reduce(others, {1}, "stablehlo.add", C(0, t)));
+  Value grad = Select(terms.picked, BroadcastInDim(target, shape, {0}), others);
+  return {Reshape(Convert(grad, out.dtype), out.shape)};
+}
+
+// multilabel_margin_loss's terms over [N, K, C]: each sample's targets are the entries of its
+// target row before the first negative one; for every target k and every class c that is not a
+// target, z = 1 - x[target[k]] + x[c].
+struct MultilabelTerms {
+  Value hits;       // [N, K, C]: target[k] == c
+  Value active;     // [N, K, C]: k is a target, c is not, and z > 0
+  Value z;          // [N, K, C]
+  Value is_target;  // [N, C]
+};
+
+// `is_target` is the forward's, given to the backward (the CPU backward reads it, not target).
+MultilabelTerms MultilabelTermsOf(const Value& self, const Value& target_labels,
+                                  const Value* is_target, DType t) {
+  Value x = AsSamples(self, t);
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  const Shape rows{n, c}, cube{n, c, c};
+  Value target = Reshape(Convert(target_labels, DType::kS64), rows);
+  Value positions = Iota(TensorType{DType::kS64, rows}, 1);
+  Value ends = Where(Less(target, IntegerConstant(0, DType::kS64)), positions,
+                     IntegerConstant(c, DType::kS64));
+  Value end = Reduce(ends, {1}, "stablehlo.minimum", IntegerConstant(c, DType::kS64));
+  Value valid = BroadcastInDim(Less(positions, BroadcastInDim(end, rows, {0})), cube, {0, 1});
+  Value classes = Iota(TensorType{DType::kS64, cube}, 2);
+  Value hits = Compare(BroadcastInDim(target, cube, {0, 1}), classes, "EQ");
+  Value targets = is_target != nullptr
+                      ? Compare(Reshape(Convert(*is_target, t), rows), C(0, t), "NE")
+                      : Reduce(And(hits, valid), {1}, "stablehlo.or", Constant(0, DType::kBool));
+  Value x_classes = BroadcastInDim(x, cube, {0, 2});
+  Value x_target =
+      Reduce(Select(hits, x_classes, Constant(0, t, cube)), {2}, "stablehlo.add", C(0, t));
+  Value z = Add(Sub(C(1, t), BroadcastInDim(x_target, cube, {0, 1})), x_classes);
+  Value active = And(And(valid, Not(BroadcastInDim(targets, cube, {0, 2}))), Greater(z, C(0, t)));
+  return {hits, active, z, targets};
+}
+
+// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target): per sample
+// the sum of max(0, z) over (target, non-target) pairs, divided by C.
+std::vector<Value> MultilabelMarginLossForwardLowering(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  CheckMarginLossTypes("multilabel_margin_loss_forward_out_frame", out.dtype, ctx.tensor(1));
+  const DType t = OpMathType(out.dtype);
+  const MultilabelTerms terms = MultilabelTermsOf(ctx.tensor(0), ctx.tensor(1), nullptr, t);
+  const Shape& cube = terms.z.shape();
+  Value sums =
+      Reduce(Select(terms.active, terms.z, Constant(0, t, cube)), {1, 2}, "stablehlo.add", C(0, t));
+  Value loss = Div(sums, C(static_cast<double>(cube[2]), t));
+  const TensorType& is_target = ctx.output(1);
+  return {Reshape(Convert(Reduced(loss, ctx.int_arg(2)), out.dtype), out.shape),
+          Reshape(Convert(terms.is_target, is_target.dtype), is_target.shape)};
+}
+
+// multilabel_margin_loss_backward(grad, self, target, reduction, is_target): every active pair
+// adds its sample's factor to the non-target class and subtracts it from the target.
+std::vector<Value> MultilabelMarginLossBackwardLowering(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  CheckMarginLossTypes("multilabel_margin_loss_backward_out_frame", out.dtype, ctx.tensor(2));
+  const DType t = OpMathType(out.dtype);
+  const Value is_target = ctx.tensor(4);
+  const MultilabelTerms terms = MultilabelTermsOf(ctx.tensor(1), ctx.tensor(2), &is_target, t);
+  const Shape& cube = terms.z.shape();
+  Value factor = SampleGradients(ctx.tensor(0), cube[0], cube[2], ctx.int_arg(3), t);
+  Value zeros = Constant(0, t, cube);
+  Value pairs = Select(terms.active, BroadcastInDim(factor, cube, {0}), zeros);
+  Value per_target = Reduce(pairs, {2}, "stablehlo.add", C(0, t));  // [N, K]
+  Value to_targets = Select(terms.hits, BroadcastInDim(per_target, cube, {0, 1}), zeros);
+  Value grad = Sub(Reduce(pairs, {1}, "stablehlo.add", C(0, t)),
+                   Reduce(to_targets, {1}, "stablehlo.add", C(0, t)));
+  return {Reshape(Convert(grad, out.dtype), out.shape)};
+}
+
 // ---- nll_loss: self [C], [N, C] or [N, C, d...], target the same without the class dim ----
 
 struct NllTerms {
@@ -634,7 +846,10 @@ std::vector<Value> NllLossBackwardLowering(LoweringContext& ctx) {
 
 LoweringRegistrar registrar({
     {"relu", ReluLowering},
-    {"threshold_backward", ThresholdBackwardLowering},
+    {"threshold", ThresholdLowering},
+    {"threshold_backward", ThresholdLowering},
+    {"glu", GluLowering},
+    {"glu_backward", GluBackwardLowering},
     {"gelu", PointwiseLowering},
     {"gelu_backward", PointwiseLowering},
     {"silu", PointwiseLowering},
@@ -677,6 +892,10 @@ LoweringRegistrar registrar({
     {"huber_loss_backward", RegressionLossBackwardLowering},
     {"binary_cross_entropy", BinaryCrossEntropyLowering},
     {"binary_cross_entropy_backward", BinaryCrossEntropyBackwardLowering},
+    {"multi_margin_loss", MultiMarginLossLowering},
+    {"multi_margin_loss_backward", MultiMarginLossBackwardLowering},
+    {"multilabel_margin_loss_forward", MultilabelMarginLossForwardLowering},
+    {"multilabel_margin_loss_backward", MultilabelMarginLossBackwardLowering},
     {"nll_loss_forward", NllLossForwardLowering},
     {"nll_loss2d_forward", NllLossForwardLowering},
     {"nll_loss_backward", NllLossBackwardLowering},

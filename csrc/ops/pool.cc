@@ -1,10 +1,10 @@
 // Lowerings for 2-D and 3-D pooling and 1-D to 3-D interpolation, forward and backward:
-// max_pool{2,3}d_with_indices, avg_pool{2,3}d, _adaptive_avg_pool{2,3}d, adaptive_max_pool{2,3}d,
-// upsample_nearest{1,2,3}d, _upsample_nearest_exact{1,2,3}d, upsample_linear1d, bilinear2d,
-// trilinear3d and bicubic2d. (1-D pooling decomposes into the 2-D ops.) Every lowering is
-// generic over the number of trailing spatial dims. Windows are stablehlo.reduce_window;
-// backward passes scatter-add into the input or sum windows of the dilated gradient.
-// Interpolation and adaptive windows are static, so their source indices and weights are
+// max_pool{2,3}d_with_indices, max_unpool{2,3}d, avg_pool{2,3}d, _adaptive_avg_pool{2,3}d,
+// adaptive_max_pool{2,3}d, upsample_nearest{1,2,3}d, _upsample_nearest_exact{1,2,3}d,
+// upsample_linear1d, bilinear2d, trilinear3d and bicubic2d. (1-D pooling decomposes into the 2-D
+// ops.) Every lowering is generic over the number of trailing spatial dims. Windows are
+// stablehlo.reduce_window; backward passes scatter-add into the input or sum windows of the dilated
+// gradient. Interpolation and adaptive windows are static, so their source indices and weights are
 // computed here, with the CPU kernels' own arithmetic, and become constants.
 #include <algorithm>
 #include <cmath>
@@ -207,6 +207,56 @@ std::vector<Value> MaxPoolBackwardLowering(LoweringContext& ctx) {
 template <int dims>
 std::vector<Value> AdaptiveMaxPoolBackwardLowering(LoweringContext& ctx) {
   return {MaxPoolBackward(ctx.tensor(0), ctx.tensor(1), ctx.tensor(2), dims, ctx.output().dtype)};
+}
+
+// ---- max_unpool{2,3}d: the inverse of max pooling's (values, plane indices) ----
+
+// Writes every element of self to position indices[i] of its plane of the output (zeros
+// elsewhere). Where several elements name one position the last in self's order wins, as in the
+// CPU's sequential loop: the scatter carries each element's order and keeps the later one.
+// Indices are data: the CPU raises "Found an invalid max index" for one outside the output
+// plane, which would need a host read here, so such elements are written to a spare slot past
+// the end and dropped (no scatter ever goes out of bounds, whose meaning is backend-defined).
+Value MaxUnpool(const Value& x, const Value& indices, const Shape& out, int dims) {
+  const int64_t plane_in = ir::NumElements(Trailing(x.shape(), dims));
+  const int64_t plane_out = ir::NumElements(Trailing(out, dims));
+  const int64_t planes = ir::NumElements(out) / std::max<int64_t>(plane_out, 1);
+  const int64_t n = planes * plane_in;
+  const int64_t spare = planes * plane_out;
+  if (n == 0) return Constant(0, x.dtype(), out);
+  const TensorType positions{DType::kS64, {planes, plane_in}};
+  Value index = Reshape(Convert(indices, DType::kS64), positions.shape);
+  Value inside = And(Compare(index, ir::IntegerConstant(0, DType::kS64), "GE"),
+                     Compare(index, ir::IntegerConstant(plane_out, DType::kS64), "LT"));
+  Value flat = Add(Mul(Iota(positions, 0), ir::IntegerConstant(plane_out, DType::kS64)), index);
+  flat = Select(inside, flat, Constant(static_cast<double>(spare), DType::kS64, positions.shape));
+  Value order = Iota(TensorType{DType::kS64, {n}}, 0);
+  const std::vector<TensorType> scalars{{x.dtype(), {}}, {DType::kS64, {}}};
+  std::vector<TensorType> arguments = scalars;
+  arguments.insert(arguments.end(), scalars.begin(), scalars.end());
+  // (current value, current order, update value, update order): the later element wins.
+  auto later = ir::MakeRegion(arguments, [](const std::vector<Value>& a) {
+    Value update_wins = Compare(a[3], a[1], "GT");
+    return std::vector<Value>{Select(update_wins, a[2], a[0]), Select(update_wins, a[3], a[1])};
+  });
+  const std::vector<Value> written =
+      ir::MakeMultiOp("stablehlo.scatter",
+                      {Constant(0, x.dtype(), {spare + 1}), Constant(-1, DType::kS64, {spare + 1}),
+                       Reshape(flat, {n, 1}), Reshape(x, {n}), order},
+                      {TensorType{x.dtype(), {spare + 1}}, TensorType{DType::kS64, {spare + 1}}},
+                      "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+                      "scatter_dims_to_operand_dims = [0], index_vector_dim = 1>",
+                      {std::move(later)});
+  return Reshape(SliceAxis(written[0], 0, 0, spare), out);
+}
+
+// max_unpool2d(self, indices, output_size); max_unpool3d(..., stride, padding), whose stride
+// and padding only enter the meta function's checks.
+template <int dims>
+std::vector<Value> MaxUnpoolLowering(LoweringContext& ctx) {
+  const Value x = ctx.tensor(0);
+  CheckDType(x, OpName("max_unpool", dims), true);
+  return {MaxUnpool(x, ctx.tensor(1), ctx.output().shape, dims)};
 }
 
 // ---- avg_pool{2,3}d ----
@@ -691,6 +741,8 @@ LoweringRegistrar registrar({
     {"adaptive_max_pool2d_backward", AdaptiveMaxPoolBackwardLowering<2>},
     {"adaptive_max_pool3d", AdaptiveMaxPoolLowering<3>},
     {"adaptive_max_pool3d_backward", AdaptiveMaxPoolBackwardLowering<3>},
+    {"max_unpool2d", MaxUnpoolLowering<2>},
+    {"max_unpool3d", MaxUnpoolLowering<3>},
     {"avg_pool2d", AvgPoolLowering<2>},
     {"avg_pool2d_backward", AvgPoolBackwardLowering<2>},
     {"avg_pool3d", AvgPoolLowering<3>},
