@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "ops/builder.h"
 #include "ops/type_names.h"
@@ -70,34 +71,44 @@ Value I1e(const Value& x) { return Unary("chlo.bessel_i1e", x); }
 Value I1(const Value& x) { return Mul(I1e(x), Exp(Abs(x))); }
 
 // i0(x) (scaled: i0e(x) = e^-|x| i0(x)), even in x. Up to kI0SeriesLimit the power series
-// sum_k ((x/2)^k / k!)^2, whose terms are all positive, so it is accurate to a few ulp. Above,
-// the asymptotic expansion e^x / sqrt(2 pi x) * sum_k ((2k-1)!!)^2 / (k! (8x)^k). Unscaled, e^x
-// overflows where the CPU's does (i0 is inf from x ~ 88.7 on both).
+// sum_k q^k / (k!)^2 in q = x^2 / 4, whose terms are all positive, so it is accurate to a few ulp.
+// Above, the asymptotic expansion e^x / sqrt(2 pi x) * sum_k ((2k-1)!!)^2 / k! * (1/(8x))^k.
+// Unscaled, e^x overflows where the CPU's does (i0 is inf from x ~ 88.7 on both). Both sums use
+// Horner's rule: a running product of terms let XLA's CPU compiler fold the constant factors,
+// which gave NaN in single-element programs.
 constexpr double kI0SeriesLimit = 12;
-constexpr int kI0SeriesTerms = 30;      // the last term is < 1e-9 of the sum at the limit
+constexpr int kI0SeriesTerms = 20;      // the last term is < 1e-9 of the sum at the limit
 constexpr int kI0AsymptoticTerms = 12;  // likewise at the limit
+
+// sum_k coefficients[k] y^k.
+Value Polynomial(const std::vector<double>& coefficients, const Value& y) {
+  const DType t = y.dtype();
+  Value sum = Constant(coefficients.back(), t);
+  for (size_t k = coefficients.size() - 1; k-- > 0;) {
+    sum = Add(Mul(sum, y), Constant(coefficients[k], t));
+  }
+  return sum;
+}
 
 Value BesselI0(const Value& x, bool scaled) {
   const DType t = x.dtype();
   const Value a = Abs(x);
   // Series, evaluated at min(a, limit) so that the unused branch stays finite.
-  const Value s = Min(a, Constant(kI0SeriesLimit, t));
-  const Value quarter_square = Mul(Mul(s, s), Constant(0.25, t));
-  Value term = One(t), series = One(t);
+  std::vector<double> series_coefficients{1};
   for (int k = 1; k <= kI0SeriesTerms; ++k) {
-    term = Mul(term, Mul(quarter_square, Constant(1.0 / (double(k) * k), t)));
-    series = Add(series, term);
+    series_coefficients.push_back(series_coefficients.back() / (double(k) * k));
   }
+  const Value s = Min(a, Constant(kI0SeriesLimit, t));
+  Value series = Polynomial(series_coefficients, Mul(Mul(s, s), Constant(0.25, t)));
   if (scaled) series = Mul(series, Exp(Neg(s)));
   // Asymptotic expansion, at max(a, limit).
-  const Value l = Max(a, Constant(kI0SeriesLimit, t));
-  const Value inverse_8x = Div(One(t), Mul(l, Constant(8, t)));
-  Value coefficient = One(t), expansion = One(t);
+  std::vector<double> asymptotic_coefficients{1};
   for (int k = 1; k <= kI0AsymptoticTerms; ++k) {
     const double odd = 2.0 * k - 1;
-    coefficient = Mul(coefficient, Mul(inverse_8x, Constant(odd * odd / k, t)));
-    expansion = Add(expansion, coefficient);
+    asymptotic_coefficients.push_back(asymptotic_coefficients.back() * odd * odd / k);
   }
+  const Value l = Max(a, Constant(kI0SeriesLimit, t));
+  const Value expansion = Polynomial(asymptotic_coefficients, Div(One(t), Mul(l, Constant(8, t))));
   Value asymptotic = Div(expansion, Sqrt(Mul(l, Constant(2 * M_PI, t))));
   if (!scaled) asymptotic = Mul(Exp(l), asymptotic);
   // NaN compares false: it takes the asymptotic branch, which keeps it NaN.
