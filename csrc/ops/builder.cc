@@ -113,6 +113,22 @@ Value Pad(const Value& value, const Value& padding_value, const std::vector<int6
                         ir::I64Array(high) + ", interior_padding = " + ir::I64Array(interior));
 }
 
+// Scatter-adds `updates` (flattened) into a zero 1-D value of `size` elements at `indices`.
+Value ScatterAdd1D(const Value& updates, const Value& indices, int64_t size) {
+  const int64_t n = ir::NumElements(updates.shape());
+  TensorType scalar{updates.dtype(), {}};
+  auto body = ir::MakeRegion({scalar, scalar}, [&](const std::vector<Value>& a) {
+    return std::vector<Value>{ir::MakeOp("stablehlo.add", {a[0], a[1]}, scalar)};
+  });
+  return ir::MakeMultiOp(
+      "stablehlo.scatter",
+      {Constant(0, updates.dtype(), {size}), Reshape(indices, {n, 1}), Reshape(updates, {n})},
+      {TensorType{updates.dtype(), {size}}},
+      "scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = "
+      "[0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>",
+      {std::move(body)})[0];
+}
+
 std::vector<Value> InclusiveScan(std::vector<Value> values, int64_t dim,
                                  const std::vector<Value>& identity, const ScanCombine& combine) {
   const int64_t n = values.front().shape()[dim];

@@ -24,6 +24,10 @@ Value Pad(const Value& value, const Value& padding_value, const std::vector<int6
 Value Concatenate(const std::vector<Value>& values, int64_t axis);
 Value Iota(const TensorType& type, int64_t dimension);
 
+// Scatter-adds `updates` (flattened) into a zero 1-D value of `size` elements at `indices`
+// (s64, one per update, in range).
+Value ScatterAdd1D(const Value& updates, const Value& indices, int64_t size);
+
 // Stable sort of x along `dim` with each value's input position (s64), ascending or descending,
 // NaN above every number as on the CPU (sort.cc).
 struct Sorted {

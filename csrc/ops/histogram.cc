@@ -65,12 +65,10 @@ std::vector<Value> HistcLowering(LoweringContext& ctx) {
   bin = Select(Compare(bin, BroadcastTo(S64(bins), {n}), "EQ"),
                Constant(bins - 1, DType::kS64, {n}), bin);
   Value inside = And(Compare(x, low_n, "GE"), Compare(x, high_n, "LE"));
-  // One-hot [element, bin] summed over the elements (XLA fuses it into the reduction).
-  const Shape pairs{n, bins};
-  Value hit = And(Compare(BroadcastInDim(bin, pairs, {0}), Iota({DType::kS64, pairs}, 1), "EQ"),
-                  BroadcastInDim(inside, pairs, {0}));
+  // Elements outside the range go to a spare last bin, dropped after the scatter-add.
+  bin = Select(inside, bin, Constant(bins, DType::kS64, {n}));
   const DType w = OpMathType(out.dtype);
-  Value counts = Reduce(Convert(hit, w), {0}, "stablehlo.add", Constant(0, w));
+  Value counts = SliceAxis(ScatterAdd1D(Constant(1, w, {n}), bin, bins + 1), 0, 0, bins);
   return {Convert(counts, out.dtype)};
 }
 
