@@ -445,19 +445,12 @@ def test_out_variants():
     assert_close(indices, expected[1])
 
 
-def test_cnn3d_training_step():
-    torch.manual_seed(3)
-    cpu_model = torch.nn.Sequential(
-        torch.nn.Conv3d(2, 4, 3, padding=1),
-        torch.nn.MaxPool3d(2),
-        torch.nn.Upsample(scale_factor=2, mode="trilinear"),
-        torch.nn.AvgPool3d(3, stride=2, padding=1),
-        torch.nn.AdaptiveMaxPool3d((2, 2, 1)),
-        torch.nn.Flatten(),
-        torch.nn.Linear(16, 5),
-    )
+def check_training_step(seed, layers, input_shape):
+    """One loss and backward of a small CNN: the loss and every parameter's gradient match."""
+    torch.manual_seed(seed)
+    cpu_model = torch.nn.Sequential(*layers())
     tpu_model = copy.deepcopy(cpu_model).to(TPU)
-    x = make((2, 2, 6, 6, 4))
+    x = make(input_shape)
     cpu_loss = cpu_model(x).square().mean()
     tpu_loss = tpu_model(x.to(TPU)).square().mean()
     assert_close(tpu_loss, cpu_loss)
@@ -467,9 +460,21 @@ def test_cnn3d_training_step():
         assert_close(tpu_p.grad, cpu_p.grad)
 
 
+def test_cnn3d_training_step():
+    layers = lambda: [  # noqa: E731
+        torch.nn.Conv3d(2, 4, 3, padding=1),
+        torch.nn.MaxPool3d(2),
+        torch.nn.Upsample(scale_factor=2, mode="trilinear"),
+        torch.nn.AvgPool3d(3, stride=2, padding=1),
+        torch.nn.AdaptiveMaxPool3d((2, 2, 1)),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16, 5),
+    ]
+    check_training_step(3, layers, (2, 2, 6, 6, 4))
+
+
 def test_cnn_training_step():
-    torch.manual_seed(2)
-    cpu_model = torch.nn.Sequential(
+    layers = lambda: [  # noqa: E731
         torch.nn.Conv2d(3, 6, 3, padding=1),
         torch.nn.MaxPool2d(2),
         torch.nn.Upsample(scale_factor=2, mode="bilinear"),
@@ -477,16 +482,8 @@ def test_cnn_training_step():
         torch.nn.AdaptiveAvgPool2d((2, 2)),
         torch.nn.Flatten(),
         torch.nn.Linear(24, 5),
-    )
-    tpu_model = copy.deepcopy(cpu_model).to(TPU)
-    x = make((2, 3, 9, 9))
-    cpu_loss = cpu_model(x).square().mean()
-    tpu_loss = tpu_model(x.to(TPU)).square().mean()
-    assert_close(tpu_loss, cpu_loss)
-    cpu_loss.backward()
-    tpu_loss.backward()
-    for cpu_p, tpu_p in zip(cpu_model.parameters(), tpu_model.parameters(), strict=False):
-        assert_close(tpu_p.grad, cpu_p.grad)
+    ]
+    check_training_step(2, layers, (2, 3, 9, 9))
 
 
 # ---- error paths: the CPU's messages ----

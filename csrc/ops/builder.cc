@@ -186,6 +186,7 @@ Value Sqrt(const Value& x) { return Unary("stablehlo.sqrt", x); }
 Value Rsqrt(const Value& x) { return Unary("stablehlo.rsqrt", x); }
 Value And(const Value& a, const Value& b) { return Binary("stablehlo.and", a, b); }
 Value Or(const Value& a, const Value& b) { return Binary("stablehlo.or", a, b); }
+Value Not(const Value& x) { return Unary("stablehlo.not", x); }
 Value IsNan(const Value& x) { return Compare(x, x, "NE"); }
 
 DType OpMathType(DType dtype) {

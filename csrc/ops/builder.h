@@ -65,6 +65,7 @@ Value Sqrt(const Value& x);
 Value Rsqrt(const Value& x);
 Value And(const Value& a, const Value& b);
 Value Or(const Value& a, const Value& b);
+Value Not(const Value& x);    // logical on bool, bitwise on integers
 Value IsNan(const Value& x);  // x != x
 
 // The dtype PyTorch's CPU kernels compute in: f32 for f16/bf16, the type itself otherwise.

@@ -177,7 +177,7 @@ Value CholeskyInfo(const Value& a, const Value& failed) {
     Value column = DynamicSliceAt(x, columns_dim, j, 1);   // (*, n, 1)
     Value pivot = DynamicSliceAt(column, rows_dim, j, 1);  // (*, 1, 1)
     Value positive = Reshape(Compare(pivot, ConstantLike(0, pivot), "GT"), batch);
-    Value first = And(Compare(v[2], ZeroS32(), "EQ"), Unary("stablehlo.not", positive));
+    Value first = And(Compare(v[2], ZeroS32(), "EQ"), Not(positive));
     Value info = Select(first, Add(j, Constant(1, DType::kS32)), v[2]);
     Value row_index = Iota(TensorType{DType::kS32, x.shape()}, rows_dim);
     Value column_index = Iota(TensorType{DType::kS32, x.shape()}, columns_dim);
@@ -203,8 +203,8 @@ CholeskyFactor Cholesky(const Value& a) {
   l = Triangle(l, true);
   Value diagonal = Diagonal(l);
   Value positive = Compare(diagonal, ConstantLike(0, diagonal), "GT");
-  Value failed = Unary("stablehlo.not", Reduce(positive, {diagonal.rank() - 1}, "stablehlo.and",
-                                               ir::IntegerConstant(1, DType::kBool)));
+  Value failed = Not(Reduce(positive, {diagonal.rank() - 1}, "stablehlo.and",
+                            ir::IntegerConstant(1, DType::kBool)));
   return {l, CholeskyInfo(a, failed)};
 }
 
@@ -293,8 +293,8 @@ LuFactors LuFactor(const Value& a) {
     Value column_rows = Iota(TensorType{DType::kS32, column.shape()}, rows_dim);
     Value magnitude = Abs(column);
     Value eligible = Compare(column_rows, j, "GE");
-    Value candidate = Select(And(eligible, Unary("stablehlo.not", IsNan(magnitude))), magnitude,
-                             ConstantLike(-1, magnitude));
+    Value candidate =
+        Select(And(eligible, Not(IsNan(magnitude))), magnitude, ConstantLike(-1, magnitude));
     Value largest = KeepDims(Reduce(candidate, {rows_dim}, "stablehlo.maximum", Constant(-1, t)),
                              candidate.shape(), {rows_dim});
     Value at_largest = And(eligible, Compare(candidate, largest, "EQ"));
@@ -319,8 +319,7 @@ LuFactors LuFactor(const Value& a) {
     Value new_pivots =
         Select(Compare(pivot_position, j, "EQ"),
                Reshape(Add(pivot_row, Constant(1, DType::kS32)), WithLast(batch, 1)), v[1]);
-    Value first_zero =
-        And(Compare(v[3], ZeroS32(), "EQ"), Reshape(Unary("stablehlo.not", nonzero), batch));
+    Value first_zero = And(Compare(v[3], ZeroS32(), "EQ"), Reshape(Not(nonzero), batch));
     Value new_info = Select(first_zero, Add(j, Constant(1, DType::kS32)), v[3]);
     return std::vector<Value>{updated, new_pivots, permuted, new_info};
   };

@@ -110,8 +110,7 @@ std::vector<Value> BagMaxima(const Value& rows, const Value& bag, const Value& p
                                  num_bags, "stablehlo.minimum", last),
                      Max(bag, ir::IntegerConstant(0, DType::kS64)));
   const Value first = PerRow(Compare(index, first_of_bag, "EQ"), rows.shape());
-  const Value skipped = Or(Unary("stablehlo.not", PerRow(participates, rows.shape())),
-                           And(IsNan(rows), Unary("stablehlo.not", first)));
+  const Value skipped = Or(Not(PerRow(participates, rows.shape())), And(IsNan(rows), Not(first)));
   const Value values =
       Select(skipped, Constant(-std::numeric_limits<double>::infinity(), t, rows.shape()), rows);
   const Value positions =
@@ -122,8 +121,7 @@ std::vector<Value> BagMaxima(const Value& rows, const Value& bag, const Value& p
     const Value a_first = Compare(ai, bi, "LT");
     const Value a_nan = IsNan(av), b_nan = IsNan(bv);
     Value a_wins = Or(Compare(av, bv, "GT"), And(Compare(av, bv, "EQ"), a_first));
-    a_wins = Select(a_nan, Or(Unary("stablehlo.not", b_nan), a_first),
-                    And(Unary("stablehlo.not", b_nan), a_wins));
+    a_wins = Select(a_nan, Or(Not(b_nan), a_first), And(Not(b_nan), a_wins));
     return std::vector<Value>{Select(a_wins, av, bv), Select(a_wins, ai, bi)};
   });
   return ir::MakeMultiOp(

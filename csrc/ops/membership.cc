@@ -28,7 +28,7 @@ std::vector<Value> IsinLowering(LoweringContext& ctx) {
   Value matches = Compare(BroadcastInDim(elements, pairs_shape, element_dims),
                           BroadcastInDim(tests, pairs_shape, {rank}), "EQ");
   Value found = Reduce(matches, {rank}, "stablehlo.or", Constant(0, DType::kBool));
-  if (ctx.bool_arg(3)) found = Unary("stablehlo.not", found);
+  if (ctx.bool_arg(3)) found = Not(found);
   const TensorType& output = ctx.output();
   return {Convert(Reshape(found, output.shape), output.dtype)};
 }

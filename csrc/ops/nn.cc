@@ -603,8 +603,6 @@ std::vector<Value> BinaryCrossEntropyBackwardLowering(LoweringContext& ctx) {
 // Targets are data: the CPU raises for one out of range, which would need a host read here, so
 // an out-of-range target is not checked; it matches no class (its score reads as 0).
 
-Value Not(const Value& x) { return Unary("stablehlo.not", x); }
-
 // The CPU kernels exist for float and double only, and take int64 targets only.
 void CheckMarginLossTypes(const std::string& kernel, DType self, const Value& target) {
   if (self != DType::kF32 && self != DType::kF64) {

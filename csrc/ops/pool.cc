@@ -147,7 +147,7 @@ std::vector<Value> MaxWithIndex(const std::vector<Value>& a) {
   if (ir::IsFloating(av.dtype())) {
     Value a_nan = IsNan(av), b_nan = IsNan(bv);
     a_wins = Select(And(a_nan, b_nan), Compare(ai, bi, "GT"),
-                    Select(a_nan, a_nan, And(Unary("stablehlo.not", b_nan), a_wins)));
+                    Select(a_nan, a_nan, And(Not(b_nan), a_wins)));
   }
   return {Select(a_wins, av, bv), Select(a_wins, ai, bi)};
 }

@@ -128,7 +128,6 @@ Value AccumulationInput(const Value& x, DType output_dtype) {
   return Convert(Convert(x, output_dtype), OpMathType(output_dtype));
 }
 
-Value Not(const Value& x) { return Unary("stablehlo.not", x); }
 Value And(const Value& a, const Value& b) { return Binary("stablehlo.and", a, b); }
 
 // ---- Argument checks the CPU kernels make but the meta functions skip (same messages) ----

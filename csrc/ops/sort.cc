@@ -15,8 +15,7 @@ Value Before(const Value& a, const Value& b, bool descending) {
   if (!ir::IsFloating(a.dtype())) return ordered;
   const Value& nan_side = descending ? a : b;
   const Value& number_side = descending ? b : a;
-  Value nan_first =
-      Binary("stablehlo.and", IsNan(nan_side), Unary("stablehlo.not", IsNan(number_side)));
+  Value nan_first = Binary("stablehlo.and", IsNan(nan_side), Not(IsNan(number_side)));
   return Binary("stablehlo.or", ordered, nan_first);
 }
 
