@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from float32_reference import Float32Reference
 
 import torch_tpu  # noqa: F401  (registers the tpu device)
 from torch_tpu.precision import Precision, precision
@@ -16,6 +17,15 @@ def highest_precision():
     """Tests compare f32 products with the CPU's f32 arithmetic, so they run under HIGHEST rather
     than the DEFAULT mode (bf16 operands); tests of the modes set their own."""
     with precision(Precision.HIGHEST):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def float32_cpu_reference():
+    """The CPU side of every comparison computes its accumulating bf16/f16 kernels in float32 and
+    rounds once (float32_reference.py), so no test depends on the CPU's machine-specific half
+    kernels (AVX2 and AVX-512 machines differ)."""
+    with Float32Reference():
         yield
 
 

@@ -16,34 +16,29 @@ from torch_tpu.precision import precision
 FLOAT_DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
-def check_forward_backward(fn, *inputs, reference_in_float32=False, **tolerance) -> None:
+def check_forward_backward(fn, *inputs, **tolerance) -> None:
     """fn(*inputs) on tpu and on the CPU: the result and the gradient of every floating input.
-
-    `reference_in_float32` runs the CPU side in float32 on the same (half-precision) values and
-    rounds once: for kernels whose CPU half-precision version rounds partial sums, which leaves
-    the CPU further from the exact result than tpu's f32 accumulation."""
+    (The CPU computes half-precision convolutions in float32 and rounds once: conftest.py.)"""
     dtype = next(t.dtype for t in inputs if t is not None)
-    cpu_dtype = torch.float32 if reference_in_float32 else dtype
-    cpu_inputs = [t.detach().to(cpu_dtype).requires_grad_(True) if t is not None else None for t in inputs]
+    cpu_inputs = [t.detach().clone().requires_grad_(True) if t is not None else None for t in inputs]
     tpu_inputs = [t.detach().to(TPU).requires_grad_(True) if t is not None else None for t in inputs]
     expected = fn(*cpu_inputs)
     actual = fn(*tpu_inputs)
     tolerance = tolerance or tolerance_for(dtype)
-    assert_close(actual, expected.detach().to(dtype), **tolerance)
+    assert_close(actual, expected.detach(), **tolerance)
     grad = make(expected.shape, dtype)
-    expected.backward(grad.to(cpu_dtype))
+    expected.backward(grad)
     actual.backward(grad.to(TPU))
     for cpu_input, tpu_input in zip(cpu_inputs, tpu_inputs, strict=True):
         if cpu_input is not None:
-            assert_close(tpu_input.grad, cpu_input.grad.to(dtype), **tolerance)
+            assert_close(tpu_input.grad, cpu_input.grad, **tolerance)
 
 
 # Convolutions are sums of up to ~300 products (grad_weight sums over batch and positions) of
 # inputs up to 3 in magnitude: f32 accumulation in different orders on the two sides differs by
-# about sqrt(K) * 2^-24 * sum |products|, up to ~1e-4, more than conftest's elementwise atol. The
-# CPU's float16 kernels round partial sums to half (off by up to 1 ulp of the sum's magnitude, where
-# tpu's f32-accumulated results are correctly rounded): allow that ulp, 2^-5 for sums up to 64.
-# bf16 uses conftest's tolerance.
+# about sqrt(K) * 2^-24 * sum |products|, up to ~1e-4, more than conftest's elementwise atol. A
+# float16 sum whose two f32 accumulations straddle a rounding boundary rounds to either neighbour:
+# allow that ulp, 2^-5 for sums up to 64. bf16 uses conftest's tolerance.
 def tolerance_for(dtype):
     if dtype == torch.float32:
         return dict(rtol=1.3e-6, atol=1e-4)
@@ -127,9 +122,6 @@ def test_conv_transpose2d(case, dtype):
         x,
         w,
         b,
-        # The CPU's bf16 transposed convolution rounds partial sums: 2x tpu's error against float64
-        # on the output_padding case (0.030 vs 0.015).
-        reference_in_float32=dtype == torch.bfloat16,
         **tolerance_for(dtype),
     )
 
