@@ -17,6 +17,7 @@
 #include "aten/generator.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
+#include "exec/pending.h"
 
 namespace torch_tpu::aten {
 

@@ -20,6 +20,7 @@
 #include "aten/meta_cache.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
+#include "exec/pending.h"
 #include "ops/builder.h"
 
 namespace torch_tpu::aten {

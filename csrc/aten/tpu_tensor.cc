@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "exec/context.h"
+#include "exec/pending.h"
 #include "ops/builder.h"
 
 namespace torch_tpu::aten {
@@ -287,11 +288,11 @@ void WriteTensor(const at::Tensor& tensor, const ir::Value& value) {
 
 void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
   Translate([&] {
-    if (exec::CurrentMode() == exec::Mode::kDeferAndFuse) {
+    if (exec::Deferring()) {
       for (exec::DeviceStorage* storage : storages) {
         if (storage->pending()) exec::RegisterPending(storage);
       }
-      if (exec::PendingCount() > 4096) exec::MaterializeAllPending("size limit");
+      if (exec::PendingOverSizeBound()) exec::MaterializeAllPending("size limit");
       return;
     }
     exec::Materialize(storages, "op");
@@ -301,7 +302,8 @@ void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
 void SyncForHostRead(exec::DeviceStorage* storage) {
   if (!storage->pending()) return;
   Translate([&] {
-    if (exec::CurrentMode() == exec::Mode::kDeferAndFuse) {
+    // A storage in the pending set is cut with everything recorded before it.
+    if (storage->pending_sequence() != 0) {
       exec::MaterializeAllPending("host read");
     } else {
       exec::Materialize({storage}, "host read");

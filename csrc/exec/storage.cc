@@ -8,6 +8,7 @@
 
 #include "exec/compile_cache.h"
 #include "exec/context.h"
+#include "exec/pending.h"
 
 namespace torch_tpu::exec {
 
@@ -44,31 +45,13 @@ runtime::ElementType ToElementType(ir::DType dtype) {
   return E::kInvalid;
 }
 
-namespace {
-
-struct PendingRegistry {
-  std::mutex mutex;
-  std::unordered_set<DeviceStorage*> storages;
-};
-
-PendingRegistry& Pending() {
-  static PendingRegistry* registry = new PendingRegistry();
-  return *registry;
-}
-
-}  // namespace
-
 DeviceStorage::DeviceStorage(size_t nbytes, int device) : nbytes_(nbytes), device_(device) {
   GetMemoryStats(device_).Add(static_cast<int64_t>(nbytes_));
 }
 
 DeviceStorage::~DeviceStorage() {
   GetMemoryStats(device_).Remove(static_cast<int64_t>(nbytes_));
-  if (pending_ && CurrentMode() == Mode::kDeferAndFuse) {
-    PendingRegistry& registry = Pending();
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    registry.storages.erase(this);
-  }
+  if (pending_sequence_ != 0) ForgetPending(this);
 }
 
 ir::Value DeviceStorage::Read(ir::DType reader_dtype) {
@@ -239,32 +222,6 @@ void AwaitExecutions() {
     auto buffer = weak.lock();
     if (buffer && !buffer->donated()) buffer->AwaitReady();
   }
-}
-
-void RegisterPending(DeviceStorage* storage) {
-  PendingRegistry& registry = Pending();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  registry.storages.insert(storage);
-}
-
-size_t PendingCount() {
-  PendingRegistry& registry = Pending();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  return registry.storages.size();
-}
-
-void MaterializeAllPending(const std::string& reason) {
-  std::vector<DeviceStorage*> storages;
-  {
-    PendingRegistry& registry = Pending();
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    storages.assign(registry.storages.begin(), registry.storages.end());
-    registry.storages.clear();
-  }
-  // One program per device.
-  std::unordered_map<int, std::vector<DeviceStorage*>> by_device;
-  for (DeviceStorage* storage : storages) by_device[storage->device()].push_back(storage);
-  for (auto& [device, group] : by_device) Materialize(group, reason);
 }
 
 void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes) {

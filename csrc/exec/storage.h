@@ -28,6 +28,9 @@ class DeviceStorage {
     return static_cast<int64_t>(nbytes_ / ir::ByteSize(dtype));
   }
   bool pending() const { return static_cast<bool>(pending_); }
+  // Position in the pending set (exec/pending.h), 0 when not in it.
+  uint64_t pending_sequence() const { return pending_sequence_; }
+  void set_pending_sequence(uint64_t sequence) { pending_sequence_ = sequence; }
 
   // The storage's 1-D value for use inside a program; never null.
   ir::Value Read(ir::DType reader_dtype);
@@ -47,14 +50,11 @@ class DeviceStorage {
   std::shared_ptr<runtime::Buffer> buffer_;
   ir::Value parameter_;  // cached parameter node over buffer_
   ir::Value pending_;
+  uint64_t pending_sequence_ = 0;
 };
 
 // Runs the pending values of `storages` as one program (donating buffers nothing else needs).
 void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason);
-// Fused eager: storages with pending values wait here until a sync point.
-void RegisterPending(DeviceStorage* storage);
-void MaterializeAllPending(const std::string& reason);
-size_t PendingCount();
 // Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.
 void AwaitExecutions();
 // The outputs of executions that may still be running (what an event recorded now waits for).

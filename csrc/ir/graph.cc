@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -58,9 +59,16 @@ const TensorType& Value::type() const { return node->results.at(index); }
 
 // ---- Builder ----
 
+namespace {
+std::atomic<uint64_t> g_recorded_nodes{0};
+}  // namespace
+
+uint64_t RecordedNodeCount() { return g_recorded_nodes.load(std::memory_order_relaxed); }
+
 std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operands,
                                std::vector<TensorType> results, std::string attributes,
                                std::vector<Region> regions) {
+  g_recorded_nodes.fetch_add(1, std::memory_order_relaxed);
   auto node = std::make_shared<Node>();
   node->op = op;
   node->operands = std::move(operands);

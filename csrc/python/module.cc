@@ -8,6 +8,7 @@
 #include "aten/tpu_tensor.h"
 #include "exec/compile_cache.h"
 #include "exec/context.h"
+#include "exec/pending.h"
 #include "exec/storage.h"
 #include "ops/lowering.h"
 #include "ops/precision.h"
@@ -58,6 +59,12 @@ py::dict Metrics() {
   d["cpu_fallbacks_per_op"] = per_op;
   d["sync_reasons"] = reasons;
   return d;
+}
+
+// Deferred scopes opened and closed from Python, per thread (an optimizer step: _optim.py).
+std::vector<std::unique_ptr<exec::DeferredScope>>& PythonDeferredScopes() {
+  thread_local std::vector<std::unique_ptr<exec::DeferredScope>> scopes;
+  return scopes;
 }
 
 }  // namespace
@@ -119,6 +126,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_precision",
         [](int precision) { ops::SetMatmulPrecision(static_cast<ops::Precision>(precision)); });
   m.def("_pending_count", [] { return exec::PendingCount(); });
+  m.def("_enter_deferred",
+        [] { PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>()); });
+  m.def("_exit_deferred", [](const std::string& reason) {
+    auto& scopes = PythonDeferredScopes();
+    if (scopes.empty()) return;
+    std::unique_ptr<exec::DeferredScope> scope = std::move(scopes.back());
+    scopes.pop_back();
+    aten::Translate([&] {
+      scope->Close(reason);
+      return 0;
+    });
+  });
   m.def("_metrics", &Metrics);
   m.def("_reset_metrics", [] { exec::GetMetrics().Reset(); });
   m.def("_cache_dir", [] { return exec::CacheDirectory(); });

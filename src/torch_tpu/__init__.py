@@ -42,3 +42,9 @@ def platform() -> str:
     """What backs the tpu device, e.g. ``"cpu (xla-cpu-pjrt, PJRT API 0.81)"``."""
     info = _C._platform()
     return f"{info['platform']} ({info['plugin']}, PJRT API {info['api_version']})"
+
+
+# An optimizer step on tpu parameters runs as one program (see _optim.py).
+from torch_tpu import _optim  # noqa: E402
+
+_optim.install()

@@ -1,0 +1,42 @@
+// The pending set: storages whose values are still graph values, waiting for a cut. Fused eager
+// mode keeps every write here until a sync point; a DeferredScope does the same for a batch of
+// ops in any mode (a _foreach_* op, an optimizer step), so the batch becomes one program.
+//
+// Storages are kept in the order they were first written, so a cut's results come in creation
+// order and recording the same work again gives the same program (and signature).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace torch_tpu::exec {
+
+class DeviceStorage;
+
+// Whether writes on this thread stay pending: fused eager mode, or inside a DeferredScope.
+bool Deferring();
+void RegisterPending(DeviceStorage* storage);
+void ForgetPending(DeviceStorage* storage);  // the storage is being destroyed
+// Runs every pending storage's value, one program per device, results in creation order.
+void MaterializeAllPending(const std::string& reason);
+size_t PendingCount();
+// Whether the pending work is past the size bound (graph nodes recorded since the last cut).
+bool PendingOverSizeBound();
+
+// Writes stay pending while a scope is open on this thread; closing the outermost one runs them
+// as one program unless fused mode keeps them pending anyway. Close() may throw (a failed
+// program); a scope destroyed without Close() (an exception unwinding) leaves the work pending
+// for the next sync point, which is still correct.
+class DeferredScope {
+ public:
+  DeferredScope();
+  ~DeferredScope();
+  DeferredScope(const DeferredScope&) = delete;
+  DeferredScope& operator=(const DeferredScope&) = delete;
+  void Close(const std::string& reason);
+
+ private:
+  bool open_ = true;
+};
+
+}  // namespace torch_tpu::exec
