@@ -39,9 +39,16 @@ test-cpp: build
 	TORCH_TPU_TEST_PLUGIN=$$($(PY) -c "import torch_tpu._plugin as p; print(p.candidates()[-1][1])") $(BUILD)/runtime_test
 
 # pytest exits 5 when it collects nothing: that is a failure, said out loud.
-test-python: build
-	@$(PY) -m pytest -q --durations=10 tests; status=$$?; \
+define run_pytest
+	@$(1) $(PY) -m pytest -q $(2); status=$$?; \
 	  if [ $$status = 5 ]; then echo "pytest collected no tests" >&2; fi; exit $$status
+endef
+
+# The suite, then the model and Hugging Face tests a second time in fused eager mode (about a
+# minute more): the two modes share every lowering but not the cuts.
+test-python: build
+	$(call run_pytest,,--durations=10 tests)
+	$(call run_pytest,TORCH_TPU_DEFER_AND_FUSE=1,tests/test_models.py tests/test_huggingface.py)
 
 test: build lint test-cpp test-python
 
@@ -62,3 +69,4 @@ bench: build
 	$(PY) benchmarks/bench_ops.py
 	$(PY) benchmarks/bench_train.py
 	$(PY) benchmarks/bench_precision.py
+	$(PY) benchmarks/bench_modes.py

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 import torch
-from conftest import TPU, assert_close, make
+from conftest import TPU, assert_close, make, run_python
 from fuzz_programs import generate, run
 
 import torch_tpu
@@ -302,3 +302,26 @@ def test_fuzz_random_flushes_change_no_result(seed):
         cut = [t.cpu() for t in run(flushed, TPU, [], "record", [], seed)]
     for a, b in zip(plain, cut, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_a_failing_fused_program_names_the_op_and_the_line_that_recorded_it():
+    code = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (32 << 30, 32 << 30))
+import torch, torch_tpu
+with torch_tpu.execution_mode("defer_and_fuse"):
+    x = torch.arange(4.0, device="tpu") * 2
+    try:
+        huge = torch.ones(2**38, device="tpu")  # past the size bound: cut here, with x's op
+        total = huge.sum() + x.sum()
+        total.item()
+    except torch.OutOfMemoryError as error:
+        print("ERROR", error)
+    print((x + 1).cpu().tolist())
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    message = result.stdout
+    assert "ERROR" in message, message
+    assert "The failing op: aten::fill_.Scalar at <string>:8" in message, message
+    assert "[1.0, 3.0, 5.0, 7.0]" in message  # the device still works

@@ -79,6 +79,17 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(exec::DeviceCount());
   }
+  // torch.accelerator.get_device_capability: the dtypes tpu tensors can hold.
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    CheckDeviceIndex(device.index() < 0 ? CurrentDeviceIndex() : device.index());
+    c10::DeviceCapability capability;
+#define TORCH_TPU_SET_SUPPORTED(_, name)                         \
+  capability.capability_data.supported_scalar_types.has_##name = \
+      IsSupportedDType(c10::ScalarType::name);
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TORCH_TPU_SET_SUPPORTED)
+#undef TORCH_TPU_SET_SUPPORTED
+    return capability;
+  }
   // Events wait for the executions in flight when they were recorded. Completion times are
   // when the host observes completion: exact for the usual record / work / record /
   // synchronize pattern of elapsed_time, late if nobody asks until later.

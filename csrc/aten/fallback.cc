@@ -12,7 +12,9 @@
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -139,6 +141,12 @@ void CpuFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     }
     value = ToDevice(value, [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; });
   }
+}
+
+std::shared_ptr<const std::string> RecordingSite(const c10::OperatorHandle& op) {
+  const std::string location = exec::SourceLocation();
+  return std::make_shared<const std::string>(QualifiedName(op) +
+                                             (location.empty() ? "" : " at " + location));
 }
 
 [[noreturn]] void ReportUnsupported(const c10::OperatorHandle& op, const c10::Stack& stack,
@@ -475,6 +483,9 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
         if (IsSupportedDType(promoted)) ctx.promoted = ToDType(promoted);
       }
       AppendRandomKey(op, args, device.index(), ctx);
+      // Deferred nodes remember what recorded them, to be named if their program fails.
+      std::optional<ir::RecordingOrigin> origin;
+      if (exec::Deferring()) origin.emplace(RecordingSite(op));
 
       // 4. Lower, then write each result through its output's view.
       std::vector<ir::Value> results;

@@ -1,5 +1,7 @@
 #include "exec/context.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -9,16 +11,23 @@ namespace torch_tpu::exec {
 namespace {
 
 Mode ModeFromEnvironment() {
-  auto flag = [](const char* name) {
-    const char* value = std::getenv(name);
+  // TORCH_TPU_<name>, or TorchTPU 0.2.0's TPU_<name> alias when the first is unset.
+  auto flag = [](const std::string& name) {
+    const char* value = std::getenv(("TORCH_TPU_" + name).c_str());
+    if (value == nullptr) value = std::getenv(("TPU_" + name).c_str());
     return value != nullptr && std::string(value) != "0" && std::string(value) != "";
   };
-  if (flag("TORCH_TPU_LAUNCH_BLOCKING")) return Mode::kDebug;
-  if (flag("TORCH_TPU_DEFER_AND_FUSE")) return Mode::kDeferAndFuse;
+  if (flag("LAUNCH_BLOCKING")) return Mode::kDebug;
+  if (flag("DEFER_AND_FUSE")) return Mode::kDeferAndFuse;
   return Mode::kStrict;
 }
 
 std::atomic<int> g_mode{static_cast<int>(ModeFromEnvironment())};
+
+// A child forked after the client started inherits its memory but not its threads, so the first
+// device use would wait forever: as CUDA does, such a child refuses the device instead.
+std::atomic<bool> g_forked_after_init{false};
+void MarkForkedChild() { g_forked_after_init.store(true); }
 
 struct ClientState {
   std::mutex mutex;
@@ -55,6 +64,11 @@ void ConfigurePlugins(std::vector<PluginCandidate> candidates, int num_devices) 
 }
 
 runtime::Client& GetClient() {
+  if (g_forked_after_init.load()) {  // checked before locking: the parent may have held the lock
+    throw std::runtime_error(
+        "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you "
+        "must use the 'spawn' start method");
+  }
   ClientState& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
   if (state.client) return *state.client;
@@ -66,6 +80,7 @@ runtime::Client& GetClient() {
         auto plugin = runtime::Plugin::Load(candidate.path);
         state.client = runtime::Client::Create(plugin, state.num_devices);
         state.label = candidate.label;
+        pthread_atfork(nullptr, nullptr, &MarkForkedChild);
         break;
       } catch (const std::exception& e) {
         tried += "\n  - " + candidate.label + " (" + candidate.path + "): " + e.what();
@@ -124,6 +139,22 @@ void SetWarningHandler(std::function<void(const std::string&)> handler) {
 }
 
 void Warn(const std::string& message) { WarningHandler()(message); }
+
+namespace {
+std::function<std::string()>& SourceLocationProvider() {
+  static std::function<std::string()> provider;
+  return provider;
+}
+}  // namespace
+
+void SetSourceLocationProvider(std::function<std::string()> provider) {
+  SourceLocationProvider() = std::move(provider);
+}
+
+std::string SourceLocation() {
+  const auto& provider = SourceLocationProvider();
+  return provider ? provider() : std::string();
+}
 
 void Metrics::CountFallback(const std::string& op) {
   std::lock_guard<std::mutex> lock(mutex);

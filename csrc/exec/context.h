@@ -37,6 +37,10 @@ std::string PluginLabel();
 void SetWarningHandler(std::function<void(const std::string&)> handler);
 void Warn(const std::string& message);
 
+// The user's source line ("file.py:12"), from the binding layer; empty when unknown.
+void SetSourceLocationProvider(std::function<std::string()> provider);
+std::string SourceLocation();
+
 struct Metrics {
   std::atomic<int64_t> compiles{0};
   std::atomic<int64_t> compile_time_ns{0};

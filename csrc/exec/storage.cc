@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "exec/compile_cache.h"
 #include "exec/context.h"
 #include "exec/pending.h"
+#include "exec/replay.h"
 
 namespace torch_tpu::exec {
 
@@ -91,10 +92,17 @@ void DeviceStorage::SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType
 
 namespace {
 
-std::shared_ptr<runtime::Buffer> UploadScalar(const ir::HostScalar& scalar,
-                                              const runtime::Device& device) {
+// One upload of all a program's scalars of one dtype (HostScalar bytes are little-endian values).
+std::shared_ptr<runtime::Buffer> UploadScalars(const ir::ScalarPack& pack,
+                                               const runtime::Device& device) {
   GetMetrics().scalar_uploads++;
-  return GetClient().BufferFromHost(scalar.bytes, ToElementType(scalar.dtype), {}, device);
+  const size_t size = ir::ByteSize(pack.dtype);
+  std::vector<uint8_t> bytes(size * pack.scalars.size());
+  for (size_t i = 0; i < pack.scalars.size(); ++i) {
+    std::memcpy(bytes.data() + i * size, pack.scalars[i]->scalar.bytes, size);
+  }
+  return GetClient().BufferFromHost(bytes.data(), ToElementType(pack.dtype),
+                                    {static_cast<int64_t>(pack.scalars.size())}, device);
 }
 
 }  // namespace
@@ -120,6 +128,30 @@ void TrackInFlight(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs)
 }
 }  // namespace
 
+std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& program,
+                                                         const std::vector<bool>& donated,
+                                                         int device_index) {
+  const runtime::Device& device = GetDevice(device_index);
+  const ir::Signature signature = ir::ComputeSignature(program, 0);
+  auto executable = GetExecutable(signature, [&] { return ir::PrintProgram(program); });
+  std::vector<std::shared_ptr<runtime::Buffer>> uploads;
+  std::vector<PJRT_Buffer*> arguments;
+  for (const ir::Node* parameter : program.parameters) {
+    arguments.push_back(static_cast<const runtime::Buffer*>(parameter->buffer.get())->raw());
+  }
+  for (const ir::ScalarPack& pack : program.scalar_packs) {
+    uploads.push_back(UploadScalars(pack, device));
+    arguments.push_back(uploads.back()->raw());
+  }
+  try {
+    return executable->Execute(arguments, donated, device);
+  } catch (const runtime::PjrtError& e) {
+    const std::string dump = DumpProgram(signature, ir::PrintProgram(program));
+    throw runtime::PjrtError(
+        e.code(), std::string(e.what()) + "\nThe StableHLO program was written to " + dump);
+  }
+}
+
 void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason) {
   std::vector<DeviceStorage*> targets;
   std::vector<ir::Value> results;
@@ -136,46 +168,34 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   if (targets.empty()) return;
   GetMetrics().CountSync(reason);
   const int device_index = targets[0]->device_;
-  const runtime::Device& device = GetDevice(device_index);
 
   ir::Program program = ir::BuildProgram(results);
   // Donate a storage's old buffer when only the storage and its parameter node still hold it.
-  std::vector<bool> donated(program.parameters.size(), false);
+  std::unordered_map<const void*, size_t> target_of_buffer;
+  for (size_t r = 0; r < targets.size(); ++r) {
+    if (targets[r]->buffer_) target_of_buffer.emplace(targets[r]->buffer_.get(), r);
+  }
+  std::vector<bool> donated(program.parameters.size() + program.scalar_packs.size(), false);
   for (size_t p = 0; p < program.parameters.size(); ++p) {
     const ir::Node* parameter = program.parameters[p];
-    if (parameter->kind != ir::NodeKind::kBufferParameter) continue;
-    for (size_t r = 0; r < targets.size(); ++r) {
-      DeviceStorage* storage = targets[r];
-      if (storage->buffer_.get() != parameter->buffer.get()) continue;
-      if (storage->buffer_.use_count() == 2 && program.results[r].type() == parameter->results[0]) {
-        program.aliased_result[p] = static_cast<int>(r);
-        donated[p] = true;
-      }
-      break;
-    }
-  }
-  const ir::Signature signature = ir::ComputeSignature(program, 0);
-  auto executable = GetExecutable(signature, [&] { return ir::PrintProgram(program); });
-
-  std::vector<std::shared_ptr<runtime::Buffer>> uploads;
-  std::vector<PJRT_Buffer*> arguments;
-  for (const ir::Node* parameter : program.parameters) {
-    if (parameter->kind == ir::NodeKind::kScalarParameter) {
-      uploads.push_back(UploadScalar(parameter->scalar, device));
-      arguments.push_back(uploads.back()->raw());
-    } else {
-      auto buffer = std::static_pointer_cast<const runtime::Buffer>(parameter->buffer);
-      arguments.push_back(buffer->raw());
+    auto found = target_of_buffer.find(parameter->buffer.get());
+    if (found == target_of_buffer.end()) continue;
+    const size_t r = found->second;
+    if (targets[r]->buffer_.use_count() == 2 &&
+        program.results[r].type() == parameter->results[0]) {
+      program.aliased_result[p] = static_cast<int>(r);
+      donated[p] = true;
     }
   }
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<runtime::Buffer>> outputs;
   try {
-    outputs = executable->Execute(arguments, donated, device);
+    outputs = RunProgram(program, donated, device_index);
   } catch (const runtime::PjrtError& e) {
-    const std::string dump = DumpProgram(signature, ir::PrintProgram(program));
-    throw runtime::PjrtError(
-        e.code(), std::string(e.what()) + "\nThe StableHLO program was written to " + dump);
+    // A program of several ops is replayed op by op to name the one that failed.
+    const std::string culprit = FailingOrigin(program, device_index);
+    if (culprit.empty()) throw;
+    throw runtime::PjrtError(e.code(), std::string(e.what()) + "\nThe failing op: " + culprit);
   }
   Metrics& metrics = GetMetrics();
   metrics.executions++;

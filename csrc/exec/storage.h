@@ -55,6 +55,11 @@ class DeviceStorage {
 
 // Runs the pending values of `storages` as one program (donating buffers nothing else needs).
 void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason);
+// Compiles (or finds in the cache) and launches `program`, donating the arguments marked in
+// `donated`; a failure is a PjrtError naming the file the program was written to.
+std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& program,
+                                                         const std::vector<bool>& donated,
+                                                         int device_index);
 // Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.
 void AwaitExecutions();
 // The outputs of executions that may still be running (what an event recorded now waits for).

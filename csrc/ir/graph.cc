@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -61,7 +62,15 @@ const TensorType& Value::type() const { return node->results.at(index); }
 
 namespace {
 std::atomic<uint64_t> g_recorded_nodes{0};
+thread_local std::shared_ptr<const std::string> g_origin;
 }  // namespace
+
+RecordingOrigin::RecordingOrigin(std::shared_ptr<const std::string> origin)
+    : saved_(std::move(g_origin)) {
+  g_origin = std::move(origin);
+}
+
+RecordingOrigin::~RecordingOrigin() { g_origin = std::move(saved_); }
 
 uint64_t RecordedNodeCount() { return g_recorded_nodes.load(std::memory_order_relaxed); }
 
@@ -75,6 +84,7 @@ std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operand
   node->results = std::move(results);
   node->attributes = std::move(attributes);
   node->regions = std::move(regions);
+  node->origin = g_origin;
   std::vector<Value> values;
   for (size_t i = 0; i < node->results.size(); ++i)
     values.push_back(Value{node, static_cast<int>(i)});
@@ -248,7 +258,22 @@ void TopologicalOrder(const std::vector<Value>& roots, std::vector<Node*>& order
 Program BuildProgram(std::vector<Value> results) {
   Program program;
   program.results = std::move(results);
-  TopologicalOrder(program.results, program.nodes, &program.parameters);
+  std::vector<Node*> parameters;
+  TopologicalOrder(program.results, program.nodes, &parameters);
+  for (Node* parameter : parameters) {
+    if (parameter->kind == NodeKind::kBufferParameter) {
+      program.parameters.push_back(parameter);
+      continue;
+    }
+    const DType dtype = parameter->scalar.dtype;
+    auto pack = std::find_if(program.scalar_packs.begin(), program.scalar_packs.end(),
+                             [&](const ScalarPack& p) { return p.dtype == dtype; });
+    if (pack == program.scalar_packs.end()) {
+      program.scalar_packs.push_back(ScalarPack{dtype, {}});
+      pack = program.scalar_packs.end() - 1;
+    }
+    pack->scalars.push_back(parameter);
+  }
   program.aliased_result.assign(program.parameters.size(), -1);
   return program;
 }
@@ -343,6 +368,11 @@ Signature ComputeSignature(const Program& program, uint64_t salt) {
     h.Add(static_cast<uint64_t>(program.aliased_result[i] + 1));
     ids[parameter] = ids.size() + 1;
   }
+  h.Add(program.scalar_packs.size());
+  for (const ScalarPack& pack : program.scalar_packs) {
+    h.Add(static_cast<uint64_t>(pack.dtype) | (static_cast<uint64_t>(pack.scalars.size()) << 8));
+    for (const Node* scalar : pack.scalars) ids[scalar] = ids.size() + 1;
+  }
   HashNodes(h, program.nodes, ids);
   h.Add(program.results.size());
   for (const Value& result : program.results) {
@@ -354,6 +384,10 @@ Signature ComputeSignature(const Program& program, uint64_t salt) {
 // ---- Printer ----
 
 namespace {
+
+TensorType PackType(const ScalarPack& pack) {
+  return TensorType{pack.dtype, {static_cast<int64_t>(pack.scalars.size())}};
+}
 
 class Printer {
  public:
@@ -369,11 +403,29 @@ class Printer {
         out_ << " {tf.aliasing_output = " << program.aliased_result[i] << " : i32}";
       }
     }
+    for (size_t k = 0; k < program.scalar_packs.size(); ++k) {
+      out_ << (program.parameters.empty() && k == 0 ? "" : ", ") << "%pack" << k << ": "
+           << PackType(program.scalar_packs[k]).ToMlir();
+    }
     out_ << ") -> (";
     for (size_t i = 0; i < program.results.size(); ++i) {
       out_ << (i ? ", " : "") << program.results[i].type().ToMlir();
     }
     out_ << ") {\n";
+    for (size_t k = 0; k < program.scalar_packs.size(); ++k) {
+      const ScalarPack& pack = program.scalar_packs[k];
+      const std::string pack_type = PackType(pack).ToMlir();
+      const std::string element = TensorType{pack.dtype, {1}}.ToMlir();
+      for (size_t i = 0; i < pack.scalars.size(); ++i) {
+        const std::string slice = "%pack" + std::to_string(k) + "_" + std::to_string(i);
+        out_ << "    " << slice << " = \"stablehlo.slice\"(%pack" << k
+             << ") {start_indices = array<i64: " << i << ">, limit_indices = array<i64: " << i + 1
+             << ">, strides = array<i64: 1>} : (" << pack_type << ") -> " << element << "\n";
+        names_[pack.scalars[i]] = slice + "_scalar";
+        out_ << "    " << slice << "_scalar = \"stablehlo.reshape\"(" << slice << ") : (" << element
+             << ") -> " << pack.scalars[i]->results[0].ToMlir() << "\n";
+      }
+    }
     PrintNodes(program.nodes, "    ");
     out_ << "    return ";
     PrintValueList(program.results);

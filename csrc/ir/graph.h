@@ -86,6 +86,20 @@ struct Node {
   std::shared_ptr<const void> buffer;  // kBufferParameter: owned by the execution layer
   HostScalar scalar;                   // kScalarParameter
   int argument_index = 0;              // kRegionArgument
+  // What recorded the node (an op and the user's source line), named when a fused program fails.
+  std::shared_ptr<const std::string> origin;
+};
+
+// Nodes recorded on this thread while a RecordingOrigin lives carry its origin.
+class RecordingOrigin {
+ public:
+  explicit RecordingOrigin(std::shared_ptr<const std::string> origin);
+  ~RecordingOrigin();
+  RecordingOrigin(const RecordingOrigin&) = delete;
+  RecordingOrigin& operator=(const RecordingOrigin&) = delete;
+
+ private:
+  std::shared_ptr<const std::string> saved_;
 };
 
 // ---- Builder: every function records one node and returns its result(s). ----
@@ -129,12 +143,20 @@ Value Full(double value, const TensorType& type);
 
 // ---- Programs ----
 
+// Host scalars of one dtype, passed to a program as one 1-D argument and sliced apart inside it:
+// one upload per dtype for each execution, not one per scalar (an optimizer step has dozens).
+struct ScalarPack {
+  DType dtype = DType::kF32;
+  std::vector<Node*> scalars;  // kScalarParameter nodes, in argument order
+};
+
 // The nodes needed for `results`, in topological order, with their parameters.
 struct Program {
-  std::vector<Node*> parameters;  // buffer and scalar parameters, in argument order
-  std::vector<Node*> nodes;       // ops in topological order
+  std::vector<Node*> parameters;         // buffer parameters, the first arguments
+  std::vector<ScalarPack> scalar_packs;  // then one argument per scalar dtype
+  std::vector<Node*> nodes;              // ops in topological order
   std::vector<Value> results;
-  std::vector<int> aliased_result;  // per parameter: the result index it is donated to, or -1
+  std::vector<int> aliased_result;  // per buffer parameter: the result it is donated to, or -1
 };
 
 Program BuildProgram(std::vector<Value> results);

@@ -61,6 +61,33 @@ py::dict Metrics() {
   return d;
 }
 
+// The innermost Python frame outside torch and torch_tpu: the user's line that recorded an op.
+// torch's bindings release the GIL around ops, so it is taken back to read the thread's frame;
+// a thread with no Python frames (autograd's device threads) has none.
+std::string PythonSourceLocation() {
+  if (!Py_IsInitialized()) return {};
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  std::string location;
+  while (frame != nullptr && location.empty()) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    const std::string path = file != nullptr ? file : "";
+    if (path.find("/torch/") == std::string::npos &&
+        path.find("/torch_tpu/") == std::string::npos) {
+      location = path + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  PyGILState_Release(gil);
+  return location;
+}
+
 // Deferred scopes opened and closed from Python, per thread (an optimizer step: _optim.py).
 std::vector<std::unique_ptr<exec::DeferredScope>>& PythonDeferredScopes() {
   thread_local std::vector<std::unique_ptr<exec::DeferredScope>> scopes;
@@ -72,6 +99,7 @@ std::vector<std::unique_ptr<exec::DeferredScope>>& PythonDeferredScopes() {
 PYBIND11_MODULE(_C, m) {
   aten::RegisterDeviceHooks();
   exec::SetWarningHandler([](const std::string& message) { TORCH_WARN(message); });
+  exec::SetSourceLocationProvider(&PythonSourceLocation);
 
   m.def("_configure",
         [](std::vector<std::pair<std::string, std::string>> candidates, int num_devices) {
@@ -126,6 +154,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_precision",
         [](int precision) { ops::SetMatmulPrecision(static_cast<ops::Precision>(precision)); });
   m.def("_pending_count", [] { return exec::PendingCount(); });
+  // Cuts and launches the pending work without waiting for it (the recording benchmark).
+  m.def("_launch_pending", [] {
+    aten::Translate([] {
+      exec::MaterializeAllPending("launch");
+      return 0;
+    });
+  });
   m.def("_enter_deferred",
         [] { PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>()); });
   m.def("_exit_deferred", [](const std::string& reason) {

@@ -19,7 +19,20 @@ from torch_tpu import (
     _plugin,  # noqa: E402
 )
 
-__all__ = ["execution_mode", "platform", "metrics", "api", "ExecutionMode", "Precision", "precision"]
+__all__ = [
+    "execution_mode",
+    "platform",
+    "metrics",
+    "api",
+    "ops",
+    "ExecutionMode",
+    "Precision",
+    "precision",
+    "EagerMode",
+    "set_eager_mode",
+    "eager_mode",
+    "allow_excess_precision",
+]
 
 _C._configure(_plugin.candidates(), _plugin.num_devices())
 
@@ -31,11 +44,26 @@ from torch_tpu import _device_module as _device_module  # noqa: E402
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
-from torch_tpu import api, metrics  # noqa: E402
-from torch_tpu._mode import ExecutionMode, execution_mode  # noqa: E402
-from torch_tpu.precision import Precision, _forward_torch_setting, precision  # noqa: E402
+from torch_tpu import (  # noqa: E402
+    amp,  # noqa: E402, F401  (torch.autocast("tpu"): torch.tpu's AMP functions)
+    api,
+    metrics,
+    ops,  # noqa: E402  (torch.tpu.ops.optimization_barrier)
+)
+from torch_tpu._mode import EagerMode, ExecutionMode, eager_mode, execution_mode, set_eager_mode  # noqa: E402
+from torch_tpu.precision import (  # noqa: E402
+    Precision,
+    _follow_fp32_precision,
+    _forward_torch_setting,
+    allow_excess_precision,
+    precision,
+)
 
 _forward_torch_setting()
+_follow_fp32_precision()
+_device_module._install_multiprocessing_guard()
+_device_module._install_dlpack_guard()
+_device_module._hook_dynamo_interface()
 
 
 def platform() -> str:

@@ -48,3 +48,45 @@ class execution_mode:  # noqa: N801 - used both as a function and a context mana
     def __exit__(self, *exc):
         _C._set_mode(self._previous.value)
         return False
+
+
+# ---- TorchTPU 0.2.0's names for the same modes ----
+
+
+class EagerMode(enum.Enum):
+    """TorchTPU's execution-mode names; each is one of torch_tpu's ExecutionMode values."""
+
+    DEFER_NEVER = ExecutionMode.STRICT
+    DEFER_AND_FUSE = ExecutionMode.DEFER_AND_FUSE
+    DEFER_NEVER_AND_LAUNCH_BLOCKING = ExecutionMode.DEBUG
+
+    @property
+    def execution_mode(self) -> ExecutionMode:
+        return self.value
+
+
+def _to_execution_mode(mode) -> ExecutionMode:
+    if isinstance(mode, EagerMode):
+        return mode.value
+    if isinstance(mode, str) and mode.strip().upper() in EagerMode.__members__:
+        return EagerMode[mode.strip().upper()].value
+    return _coerce(mode)
+
+
+class set_eager_mode(execution_mode):  # noqa: N801 - a setter that is also a context manager
+    """``torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_AND_FUSE)`` sets the mode now; used
+    with ``with``, restores the previous one on exit. The same switch as ``execution_mode``."""
+
+    def __new__(cls, mode):
+        return object.__new__(cls)
+
+    def __init__(self, mode):
+        super().__init__(_to_execution_mode(mode))
+
+    def __enter__(self):
+        return EagerMode(self.mode)
+
+
+def eager_mode() -> EagerMode:
+    """The current mode, as a ``torch.tpu.EagerMode``."""
+    return EagerMode(ExecutionMode(_C._get_mode()))
