@@ -325,3 +325,18 @@ with torch_tpu.execution_mode("defer_and_fuse"):
     assert "ERROR" in message, message
     assert "The failing op: aten::fill_.Scalar at <string>:8" in message, message
     assert "[1.0, 3.0, 5.0, 7.0]" in message  # the device still works
+
+
+def test_a_shape_that_grows_every_cut_is_detected_counted_and_named():
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        before = counters()
+        with pytest.warns(UserWarning, match="compiled 8 times with only its shapes changed"):
+            for length in range(1, 13):
+                grown = torch.arange(float(length), device=TPU).mul(3).add(1)
+                assert_close(grown, torch.arange(float(length)).mul(3).add(1))
+        assert delta(before, "volatile_programs") == 1  # one site, counted once
+        # The same work on one shape is not volatile.
+        before = counters()
+        for _ in range(12):
+            (torch.ones(5, device=TPU) * 3 + 1).cpu()
+        assert delta(before, "volatile_programs") == 0

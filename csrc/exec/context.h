@@ -55,6 +55,7 @@ struct Metrics {
   std::atomic<int64_t> bytes_to_host{0};
   std::atomic<int64_t> scalar_uploads{0};
   std::atomic<int64_t> donated_buffers{0};
+  std::atomic<int64_t> volatile_programs{0};  // recording sites whose cuts keep recompiling
   std::mutex mutex;
   std::map<std::string, int64_t> cpu_fallbacks;  // per op
   std::map<std::string, int64_t> sync_reasons;   // per reason

@@ -92,7 +92,7 @@ void MaterializeAllPending(const std::string& reason) {
   // One program per device, each in creation order.
   std::map<int, std::vector<DeviceStorage*>> by_device;
   for (DeviceStorage* storage : storages) by_device[storage->device()].push_back(storage);
-  for (auto& [device, group] : by_device) Materialize(group, reason);
+  for (auto& [device, group] : by_device) Materialize(group, reason, /*cut=*/true);
 }
 
 DeferredScope::DeferredScope() { ++g_scope_depth; }

@@ -10,6 +10,7 @@
 #include "exec/context.h"
 #include "exec/pending.h"
 #include "exec/replay.h"
+#include "exec/volatility.h"
 
 namespace torch_tpu::exec {
 
@@ -152,7 +153,7 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
   }
 }
 
-void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason) {
+void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason, bool cut) {
   std::vector<DeviceStorage*> targets;
   std::vector<ir::Value> results;
   for (DeviceStorage* storage : storages) {
@@ -189,8 +190,10 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   }
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<runtime::Buffer>> outputs;
+  const int64_t compiles_before = GetMetrics().compiles.load();
   try {
     outputs = RunProgram(program, donated, device_index);
+    if (cut && GetMetrics().compiles.load() != compiles_before) NoteCompiledCut(program);
   } catch (const runtime::PjrtError& e) {
     // A program of several ops is replayed op by op to name the one that failed.
     const std::string culprit = FailingOrigin(program, device_index);

@@ -42,7 +42,8 @@ class DeviceStorage {
   const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
 
  private:
-  friend void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason);
+  friend void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason,
+                          bool cut);
   size_t nbytes_;
   int device_;
   bool has_type_ = false;
@@ -54,7 +55,9 @@ class DeviceStorage {
 };
 
 // Runs the pending values of `storages` as one program (donating buffers nothing else needs).
-void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason);
+// `cut`: the storages are a cut of the pending set, whose recompiles are watched (volatility.h).
+void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason,
+                 bool cut = false);
 // Compiles (or finds in the cache) and launches `program`, donating the arguments marked in
 // `donated`; a failure is a PjrtError naming the file the program was written to.
 std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& program,

@@ -320,32 +320,33 @@ std::string Signature::ToHex() const {
 
 namespace {
 
-void HashType(Hasher& h, const TensorType& type) {
+void HashType(Hasher& h, const TensorType& type, bool with_shapes = true) {
   h.Add(static_cast<uint64_t>(type.dtype) | (static_cast<uint64_t>(type.shape.size()) << 8));
+  if (!with_shapes) return;
   for (int64_t d : type.shape) h.Add(static_cast<uint64_t>(d));
 }
 
 // Hashes nodes in order; edges are encoded as the (position, result index) of the operand.
 void HashNodes(Hasher& h, const std::vector<Node*>& nodes,
-               std::unordered_map<const Node*, uint64_t>& ids) {
+               std::unordered_map<const Node*, uint64_t>& ids, bool with_shapes) {
   for (const Node* node : nodes) {
     h.Add(node->op);
-    h.Add(node->attributes);
+    if (with_shapes) h.Add(node->attributes);
     h.Add(node->operands.size());
     for (const Value& operand : node->operands) {
       h.Add(ids.at(operand.node.get()) * 64 + static_cast<uint64_t>(operand.index));
     }
     h.Add(node->results.size());
-    for (const TensorType& type : node->results) HashType(h, type);
+    for (const TensorType& type : node->results) HashType(h, type, with_shapes);
     h.Add(node->regions.size());
     for (const Region& region : node->regions) {
       std::vector<Node*> body;
       TopologicalOrder(region.results, body, nullptr);
       for (const auto& argument : region.arguments) {
         ids[argument.get()] = ids.size() + 1;
-        HashType(h, argument->results[0]);
+        HashType(h, argument->results[0], with_shapes);
       }
-      HashNodes(h, body, ids);
+      HashNodes(h, body, ids, with_shapes);
       for (const Value& result : region.results) {
         h.Add(ids.at(result.node.get()) * 64 + static_cast<uint64_t>(result.index));
       }
@@ -356,7 +357,7 @@ void HashNodes(Hasher& h, const std::vector<Node*>& nodes,
 
 }  // namespace
 
-Signature ComputeSignature(const Program& program, uint64_t salt) {
+Signature ComputeSignature(const Program& program, uint64_t salt, bool with_shapes) {
   Hasher h;
   h.Add(salt);
   std::unordered_map<const Node*, uint64_t> ids;
@@ -364,7 +365,7 @@ Signature ComputeSignature(const Program& program, uint64_t salt) {
   for (size_t i = 0; i < program.parameters.size(); ++i) {
     const Node* parameter = program.parameters[i];
     h.Add(static_cast<uint64_t>(parameter->kind));
-    HashType(h, parameter->results[0]);
+    HashType(h, parameter->results[0], with_shapes);
     h.Add(static_cast<uint64_t>(program.aliased_result[i] + 1));
     ids[parameter] = ids.size() + 1;
   }
@@ -373,7 +374,7 @@ Signature ComputeSignature(const Program& program, uint64_t salt) {
     h.Add(static_cast<uint64_t>(pack.dtype) | (static_cast<uint64_t>(pack.scalars.size()) << 8));
     for (const Node* scalar : pack.scalars) ids[scalar] = ids.size() + 1;
   }
-  HashNodes(h, program.nodes, ids);
+  HashNodes(h, program.nodes, ids, with_shapes);
   h.Add(program.results.size());
   for (const Value& result : program.results) {
     h.Add(ids.at(result.node.get()) * 64 + static_cast<uint64_t>(result.index));

@@ -172,7 +172,8 @@ struct SignatureHash {
 };
 
 // Structural: ops, attributes, shapes, dtypes, edges and aliasing; never the parameters' values.
-Signature ComputeSignature(const Program& program, uint64_t salt);
+// Without shapes (ranks kept, attributes dropped): what stays the same when only sizes change.
+Signature ComputeSignature(const Program& program, uint64_t salt, bool with_shapes = true);
 
 std::string PrintProgram(const Program& program);
 

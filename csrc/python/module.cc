@@ -47,6 +47,7 @@ py::dict Metrics() {
   d["bytes_to_host"] = m.bytes_to_host.load();
   d["scalar_uploads"] = m.scalar_uploads.load();
   d["donated_buffers"] = m.donated_buffers.load();
+  d["volatile_programs"] = m.volatile_programs.load();
   std::lock_guard<std::mutex> lock(m.mutex);
   int64_t fallbacks = 0;
   py::dict per_op, reasons;

@@ -30,6 +30,7 @@ def report(file=None) -> str:
         ("transfers to host", f"{figures['transfers_to_host']} ({figures['bytes_to_host']} bytes)"),
         ("scalar parameter uploads", figures["scalar_uploads"]),
         ("donated buffers", figures["donated_buffers"]),
+        ("volatile fused programs", figures["volatile_programs"]),
         ("cpu fallbacks", figures["cpu_fallbacks"]),
     ]
     rows += [(f"  fallback {op}", count) for op, count in sorted(figures["cpu_fallbacks_per_op"].items())]
