@@ -1,0 +1,61 @@
+"""The MLP training step of TorchTPU's published figures (256-512-256-10, GELU, LayerNorm, AdamW,
+batch 64), written against TorchTPU 0.2.0's API, which torch_tpu also provides, so the same file
+runs on either package for a side-by-side comparison on the same machine and plugin:
+
+    .venv/bin/python benchmarks/bench_mlp_step.py
+    TPU_LIBRARY_PATH=<xla_cpu_pjrt.so> <venv with torch-tpu 0.2.0>/bin/python benchmarks/bench_mlp_step.py
+
+Prints the median step time (loss read back each step) in each eager mode.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+import torch_tpu
+
+if hasattr(torch_tpu, "_loader"):  # Google's TorchTPU: the device starts explicitly
+    torch_tpu._loader._init_device("tpu")
+
+
+def main(steps: int = 30, warmup: int = 5) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 512),
+        torch.nn.GELU(),
+        torch.nn.LayerNorm(512),
+        torch.nn.Linear(512, 256),
+        torch.nn.GELU(),
+        torch.nn.Linear(256, 10),
+    ).to("tpu")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 256).to("tpu"), torch.randint(0, 10, (64,)).to("tpu")
+
+    def step():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    package = "TorchTPU" if hasattr(torch_tpu, "_loader") else "torch_tpu (ours)"
+    for mode in ("DEFER_NEVER", "DEFER_AND_FUSE"):
+        torch.tpu.set_eager_mode(getattr(torch.tpu.EagerMode, mode))
+        for _ in range(warmup):
+            step()
+        torch.accelerator.synchronize()
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            step()
+            torch.accelerator.synchronize()
+            times.append(time.perf_counter() - start)
+        print(f"{package:18} {mode:15} median {statistics.median(times) * 1e3:.2f} ms")
+    torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_NEVER)
+
+
+if __name__ == "__main__":
+    main()
