@@ -21,16 +21,21 @@ if hasattr(torch_tpu, "_loader"):  # Google's TorchTPU: the device starts explic
     torch_tpu._loader._init_device("tpu")
 
 
-def main(steps: int = 30, warmup: int = 5) -> None:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
+def mlp() -> torch.nn.Module:
+    """The model of TorchTPU's MLP figures (bench_modes.py uses it too)."""
+    return torch.nn.Sequential(
         torch.nn.Linear(256, 512),
         torch.nn.GELU(),
         torch.nn.LayerNorm(512),
         torch.nn.Linear(512, 256),
         torch.nn.GELU(),
         torch.nn.Linear(256, 10),
-    ).to("tpu")
+    )
+
+
+def main(steps: int = 30, warmup: int = 5) -> None:
+    torch.manual_seed(0)
+    model = mlp().to("tpu")
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(64, 256).to("tpu"), torch.randint(0, 10, (64,)).to("tpu")
 

@@ -29,6 +29,9 @@ import torch_tpu  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from tiny_lm import LanguageModel  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_mlp_step import mlp  # noqa: E402
+
 MODES = ("cpu", "strict", "defer_and_fuse")
 
 
@@ -60,14 +63,7 @@ def train_lm():
 
 def mlp_step():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(256, 512),
-        torch.nn.GELU(),
-        torch.nn.LayerNorm(512),
-        torch.nn.Linear(512, 256),
-        torch.nn.GELU(),
-        torch.nn.Linear(256, 10),
-    )
+    model = mlp()
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
 
     def build(device):
