@@ -149,22 +149,25 @@ def test_not_implemented_is_classified(opinfos):
 
 
 def test_cli_reports_a_crash_and_continues(tmp_path):
-    # A worker that dies mid-op (here: killed by SIGSEGV from a sitecustomize hook on its first
-    # sample of `mul`) costs only that op; the next op still runs in a fresh worker.
+    # A worker that dies mid-op (here: killed by SIGSEGV from a sitecustomize hook) costs only that
+    # op; the next op still runs in a fresh worker. The hook fires when the worker opens its progress
+    # file to write the next record while the last one written is a `mul` sample: an audit hook runs
+    # in the worker's own thread, so the kill lands at that point on every machine, however fast.
     hook = tmp_path / "sitecustomize.py"
     hook.write_text(
-        "import json, os, signal, sys, threading, time\n"
+        "import json, os, signal, sys\n"
         "if '--worker' in sys.argv:\n"
         "    progress = sys.argv[sys.argv.index('--progress') + 1]\n"
-        "    def watch():\n"
-        "        while True:\n"
+        "    def kill_after_mul(event, args):\n"
+        "        if event == 'open' and args[0] == progress and 'w' in str(args[1]):\n"
         "            try:\n"
-        "                if json.load(open(progress))['op'] == 'mul':\n"
-        "                    os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "                with open(progress) as f:\n"
+        "                    last = json.load(f)['op']\n"
         "            except (OSError, ValueError):\n"
-        "                pass\n"
-        "            time.sleep(0.01)\n"
-        "    threading.Thread(target=watch, daemon=True).start()\n"
+        "                return\n"
+        "            if last == 'mul':\n"
+        "                os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "    sys.addaudithook(kill_after_mul)\n"
     )
     out = tmp_path / "out.json"
     markdown = tmp_path / "out.md"
