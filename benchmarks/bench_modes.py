@@ -32,7 +32,8 @@ from tiny_lm import LanguageModel  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_mlp_step import mlp  # noqa: E402
 
-MODES = ("cpu", "strict", "defer_and_fuse")
+# "compiled" is torch.compile: Inductor on the CPU, the tpu backend on tpu.
+MODES = ("cpu", "cpu compiled", "strict", "defer_and_fuse", "compiled")
 
 
 def train_lm():
@@ -40,21 +41,26 @@ def train_lm():
     model = LanguageModel(256, context=64)
     batches = [torch.randint(0, 256, (8, 65)) for _ in range(4)]
 
-    def build(device):
+    def build(device, compiled):
         m = copy.deepcopy(model).to(device)
         optimizer = torch.optim.AdamW(m.parameters(), lr=1e-3)
         inputs = [b.to(device) for b in batches]
         state = {"i": 0}
 
-        def step():
-            tokens = inputs[state["i"] % len(inputs)]
-            state["i"] += 1
+        def train(tokens):
             optimizer.zero_grad()
             loss = m.loss(tokens)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
             optimizer.step()
-            return loss.item()
+            return loss
+
+        train = torch.compile(train) if compiled else train
+
+        def step():
+            tokens = inputs[state["i"] % len(inputs)]
+            state["i"] += 1
+            return train(tokens).item()
 
         return step
 
@@ -66,19 +72,20 @@ def mlp_step():
     model = mlp()
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
 
-    def build(device):
+    def build(device, compiled):
         m = copy.deepcopy(model).to(device)
         optimizer = torch.optim.AdamW(m.parameters(), lr=1e-3)
         xd, yd = x.to(device), y.to(device)
 
-        def step():
+        def train():
             optimizer.zero_grad()
             loss = torch.nn.functional.cross_entropy(m(xd), yd)
             loss.backward()
             optimizer.step()
-            return loss.item()
+            return loss
 
-        return step
+        train = torch.compile(train) if compiled else train
+        return lambda: train().item()
 
     return build
 
@@ -86,17 +93,17 @@ def mlp_step():
 def elementwise_chain():
     x = torch.rand(2048, 2048)
 
-    def build(device):
+    def build(device, compiled):
         xd = x.to(device)
 
-        def step():
-            y = xd
+        def chain(y):
             for i in range(75):  # 150 ops
                 y = y * 0.999 if i % 2 else y + 0.001
                 y = torch.sin(y) if i % 3 == 0 else y - 0.0005
-            return y.sum().item()
+            return y.sum()
 
-        return step
+        chain = torch.compile(chain) if compiled else chain
+        return lambda: chain(xd).item()
 
     return build
 
@@ -109,7 +116,8 @@ def generate_gpt2():
     model = GPT2LMHeadModel(config).eval()
     prompt = torch.randint(0, 512, (1, 8))
 
-    def build(device):
+    def build(device, compiled):
+        del compiled  # generate() is measured in eager modes only
         m = copy.deepcopy(model).to(device)
         ids = prompt.to(device)
 
@@ -124,11 +132,15 @@ def generate_gpt2():
 
 
 def measure(build, mode, repeats, warmup):
-    device = "cpu" if mode == "cpu" else "tpu"
-    context = torch_tpu.execution_mode("strict" if mode == "cpu" else mode)
-    with context:
-        step = build(device)
-        results = [step() for _ in range(warmup)]
+    device = "cpu" if mode.startswith("cpu") else "tpu"
+    compiled = mode.endswith("compiled")
+    torch._dynamo.reset()
+    with torch_tpu.execution_mode("defer_and_fuse" if mode == "defer_and_fuse" else "strict"):
+        step = build(device, compiled)
+        start = time.perf_counter()
+        results = [step()]
+        first = time.perf_counter() - start
+        results += [step() for _ in range(warmup - 1)]
         torch.tpu.synchronize()
         torch_tpu.metrics.reset()
         torch.tpu.reset_peak_memory_stats()
@@ -140,6 +152,7 @@ def measure(build, mode, repeats, warmup):
         torch.tpu.synchronize()
         figures = torch_tpu.metrics.snapshot()
     return {
+        "first": first,
         "time": statistics.median(times),
         "programs": figures["executions"] / repeats,
         "compiles": figures["compiles"],
@@ -193,6 +206,31 @@ def recording_costs(n_ops=2000):
     return record - native, native, intercept, slope
 
 
+def compiled_call_overhead(arg_counts=(1, 100), calls=200):
+    """Host time of one call of a compiled graph that adds 1 to each of its 0-d arguments: Dynamo's
+    guards, aot_autograd's wrappers and this backend's recording, cut, cache hit and launch."""
+    figures = []
+    for n_args in arg_counts:
+        torch._dynamo.reset()
+        inputs = [torch.zeros((), device="tpu") for _ in range(n_args)]
+
+        @torch.compile(backend="tpu")
+        def add_one(*xs):
+            return [x + 1 for x in xs]
+
+        for _ in range(3):
+            add_one(*inputs)
+        torch.tpu.synchronize()
+        samples = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            add_one(*inputs)
+            samples.append(time.perf_counter() - start)
+        torch.tpu.synchronize()
+        figures.append((n_args, statistics.median(samples)))
+    return figures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=10)
@@ -200,23 +238,33 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
+    eager_modes = tuple(mode for mode in MODES if not mode.endswith("compiled"))
     workloads = [
-        ("LM training step", train_lm(), args.repeats, 3),
-        ("MLP training step", mlp_step(), args.repeats, 3),
-        ("150-op elementwise chain, 2048x2048", elementwise_chain(), max(3, args.repeats // 2), 2),
+        ("LM training step", train_lm(), args.repeats, 3, MODES),
+        ("MLP training step", mlp_step(), args.repeats, 3, MODES),
+        ("150-op elementwise chain, 2048x2048", elementwise_chain(), max(3, args.repeats // 2), 2, MODES),
     ]
     if not args.skip_generate:
-        workloads.append(("GPT-2 generate, 64 tokens", generate_gpt2(), 3, 1))
-    header = f"{'workload':38} {'mode':15} {'median ms':>10} {'x cpu':>7} {'programs/step':>14} {'compiles':>9} {'peak MiB':>9}"
+        workloads.append(("GPT-2 generate, 64 tokens", generate_gpt2(), 3, 1, eager_modes))
+    header = (
+        f"{'workload':38} {'mode':15} {'median ms':>10} {'x cpu':>7} {'programs/step':>14} {'compiles':>9} "
+        f"{'peak MiB':>9} {'first step s':>13}"
+    )
     print(header)
-    for name, build, repeats, warmup in workloads:
-        rows = {mode: measure(build, mode, repeats, warmup) for mode in MODES}
+    for name, build, repeats, warmup, modes in workloads:
+        rows = {mode: measure(build, mode, repeats, warmup) for mode in modes}
         for mode, row in rows.items():
             print(
                 f"{name:38} {mode:15} {row['time'] * 1e3:10.1f} {row['time'] / rows['cpu']['time']:7.2f} "
-                f"{row['programs'] if mode != 'cpu' else 0:14.1f} {row['compiles']:9d} {row['peak'] / 2**20:9.1f}"
+                f"{row['programs'] if not mode.startswith('cpu') else 0:14.1f} {row['compiles']:9d} "
+                f"{row['peak'] / 2**20:9.1f} {row['first']:13.2f}"
             )
-        print(f"{'':38} fused/strict time {rows['defer_and_fuse']['time'] / rows['strict']['time']:.2f}")
+        ratios = [f"fused/strict {rows['defer_and_fuse']['time'] / rows['strict']['time']:.2f}"]
+        if "compiled" in rows:
+            ratios.append(f"compiled/strict {rows['compiled']['time'] / rows['strict']['time']:.2f}")
+        print(f"{'':38} time {', '.join(ratios)}")
+    for n_args, seconds in compiled_call_overhead():
+        print(f"compiled graph call, {n_args:3d} arguments: {seconds * 1e6:.1f} us per call (host side)")
     extra, native, intercept, slope = recording_costs()
     print(
         f"recording: {extra * 1e6:.2f} us per op above native CPU dispatch ({native * 1e6:.2f} us); "

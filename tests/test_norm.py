@@ -264,3 +264,27 @@ def test_rms_norm(affine, dtype):
 
 def test_rms_norm_default_eps_noncontiguous():
     check_module(randomize_parameters(torch.nn.RMSNorm(6)), make((5, 6)), layout=noncontiguous)
+
+
+# The forms aot_autograd's graphs record (torch.compile): the functional one returns the updated
+# running statistics instead of writing them; the legit ones write them in place.
+@pytest.mark.parametrize("form", ["functional", "legit", "no_stats", "no_training"])
+def test_native_batch_norm_legit_forms(form):
+    x, weight, bias = make((4, 3, 5)), make((3,)), make((3,))
+    running = {device: (make((3,), seed=1).to(device), make((3,), low=0.5, high=2, seed=2).to(device))
+               for device in ("cpu", TPU)}  # fmt: skip
+    results = {}
+    for device in ("cpu", TPU):
+        mean, var = running[device]
+        args = (x.to(device), weight.to(device), bias.to(device))
+        if form == "functional":
+            results[device] = torch.ops.aten._native_batch_norm_legit_functional(*args, mean, var, True, 0.1, 1e-5)
+        elif form == "legit":
+            results[device] = (*torch.ops.aten._native_batch_norm_legit(*args, mean, var, True, 0.1, 1e-5), mean, var)
+        elif form == "no_stats":
+            results[device] = torch.ops.aten._native_batch_norm_legit.no_stats(*args, True, 0.1, 1e-5)
+        else:
+            results[device] = torch.ops.aten._native_batch_norm_legit_no_training(*args, mean, var, 0.1, 1e-5)
+    for actual, expected in zip(results[TPU], results["cpu"], strict=True):
+        if expected.numel():
+            assert_close(actual, expected)

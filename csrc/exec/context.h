@@ -56,6 +56,8 @@ struct Metrics {
   std::atomic<int64_t> scalar_uploads{0};
   std::atomic<int64_t> donated_buffers{0};
   std::atomic<int64_t> volatile_programs{0};  // recording sites whose cuts keep recompiling
+  std::atomic<int64_t> compiled_graph_calls{0};       // torch.compile graphs run
+  std::atomic<int64_t> compiled_graph_executions{0};  // the programs they ran (in `executions` too)
   std::mutex mutex;
   std::map<std::string, int64_t> cpu_fallbacks;  // per op
   std::map<std::string, int64_t> sync_reasons;   // per reason

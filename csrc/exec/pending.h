@@ -23,6 +23,9 @@ size_t PendingCount();
 // Whether the pending work is past the size bound (graph nodes recorded since the last cut).
 bool PendingOverSizeBound();
 
+// The reason a torch.compile graph's scope is closed with: its programs are counted apart.
+inline constexpr const char* kCompiledGraphReason = "compiled graph";
+
 // Writes stay pending while a scope is open on this thread; closing the outermost one runs them
 // as one program unless fused mode keeps them pending anyway. Close() may throw (a failed
 // program); a scope destroyed without Close() (an exception unwinding) leaves the work pending

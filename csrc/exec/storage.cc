@@ -202,6 +202,7 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   }
   Metrics& metrics = GetMetrics();
   metrics.executions++;
+  if (reason == kCompiledGraphReason) metrics.compiled_graph_executions++;
   for (size_t p = 0; p < donated.size(); ++p) {
     if (!donated[p]) continue;
     const_cast<runtime::Buffer*>(

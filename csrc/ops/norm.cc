@@ -42,52 +42,95 @@ Value PerChannel(const Value& channel_values, const Shape& shape) {
   return BroadcastInDim(channel_values, shape, {1});
 }
 
-// native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
-//   -> (out, save_mean, save_invstd).
-// Training with running stats would also update running_mean/running_var in place; the schema
-// does not mark them as written and the boxed fallback writes only results, so that case is
-// refused rather than silently leaving the running stats stale.
-std::vector<Value> NativeBatchNormLowering(LoweringContext& ctx) {
-  const bool training = ctx.bool_arg(5);
+// Where a batch-norm overload keeps its arguments: native_batch_norm, _native_batch_norm_legit
+// and its _functional form take (input, weight?, bias?, running_mean?, running_var?, training,
+// momentum, eps); the no_stats and no_training overloads drop some of them.
+struct BatchNormArgs {
+  int running_mean = 3;  // -1: none
+  int running_var = 4;
+  int training = 5;  // -1: evaluation
+  int momentum = 6;
+  int eps = 7;
+};
+
+struct BatchNormValues {
+  Value out, mean, invstd;
+  Value running_mean, running_var;  // updated, when training with running statistics
+};
+
+BatchNormValues BatchNorm(LoweringContext& ctx, const BatchNormArgs& at) {
+  const bool training = at.training >= 0 && ctx.bool_arg(at.training);
+  const bool has_running = at.running_mean >= 0 && ctx.is_tensor(at.running_mean) &&
+                           ctx.is_tensor(at.running_var);
   const DType stat = OpMathType(ctx.tensor(0).dtype());
   Value x = Convert(ctx.tensor(0), stat);
   const Shape& shape = x.shape();
-  if (!training && !(ctx.is_tensor(3) && ctx.is_tensor(4))) {
+  if (!training && !has_running) {
     throw UnsupportedError("evaluation mode without running_mean and running_var");
   }
-  Value mean;
+  BatchNormValues v;
   Value var;
   if (training) {
     const std::vector<int64_t> dims = DimsExcept(x.rank(), {1});
-    mean = MeanOver(x, dims);
-    Value centered = Sub(x, PerChannel(mean, shape));
+    v.mean = MeanOver(x, dims);
+    Value centered = Sub(x, PerChannel(v.mean, shape));
     var = MeanOver(Mul(centered, centered), dims);  // biased, as normalization uses
   } else {
-    mean = Convert(ctx.tensor(3), stat);
-    var = Convert(ctx.tensor(4), stat);
+    v.mean = Convert(ctx.tensor(at.running_mean), stat);
+    var = Convert(ctx.tensor(at.running_var), stat);
   }
-  Value invstd = Rsqrt(Add(var, ctx.value(7, stat)));
-  Value out = Mul(Sub(x, PerChannel(mean, shape)), PerChannel(invstd, shape));
-  if (Value weight = OptionalTensor(ctx, 1, stat)) out = Mul(out, PerChannel(weight, shape));
-  if (Value bias = OptionalTensor(ctx, 2, stat)) out = Add(out, PerChannel(bias, shape));
-  if (training) {
+  v.invstd = Rsqrt(Add(var, ctx.value(at.eps, stat)));
+  v.out = Mul(Sub(x, PerChannel(v.mean, shape)), PerChannel(v.invstd, shape));
+  if (Value weight = OptionalTensor(ctx, 1, stat)) v.out = Mul(v.out, PerChannel(weight, shape));
+  if (Value bias = OptionalTensor(ctx, 2, stat)) v.out = Add(v.out, PerChannel(bias, shape));
+  if (training && has_running) {
     // running = (1 - momentum) * running + momentum * batch, with the unbiased batch variance.
     const int64_t count = ir::NumElements(shape) / shape[1];
-    Value momentum = ctx.value(6, stat);
+    Value momentum = ctx.value(at.momentum, stat);
     Value keep = Sub(ConstantLike(1, momentum), momentum);
-    auto update = [&](size_t i, const Value& batch) {
+    auto update = [&](int i, const Value& batch) {
       Value running = ctx.tensor(i);
-      Value updated = Add(Mul(keep, Convert(running, stat)), Mul(momentum, batch));
-      ctx.argument_writes.push_back({i, Convert(updated, running.dtype())});
+      return Convert(Add(Mul(keep, Convert(running, stat)), Mul(momentum, batch)), running.dtype());
     };
-    if (ctx.is_tensor(3)) update(3, mean);
-    if (ctx.is_tensor(4)) {
-      const double correction = count > 1 ? static_cast<double>(count) / (count - 1) : 1.0;
-      update(4, Mul(var, Constant(correction, stat)));
-    }
+    const double correction = count > 1 ? static_cast<double>(count) / (count - 1) : 1.0;
+    v.running_mean = update(at.running_mean, v.mean);
+    v.running_var = update(at.running_var, Mul(var, Constant(correction, stat)));
   }
-  return {Convert(out, ctx.output(0).dtype), Convert(mean, ctx.output(1).dtype),
-          Convert(invstd, ctx.output(2).dtype)};
+  return v;
+}
+
+// native_batch_norm and _native_batch_norm_legit -> (out, save_mean, save_invstd); training
+// updates running_mean/running_var in place (written back as argument writes).
+std::vector<Value> NativeBatchNormLowering(LoweringContext& ctx) {
+  // _native_batch_norm_legit.no_stats: (input, weight?, bias?, training, momentum, eps)
+  const BatchNormArgs at = ctx.size() == 6 ? BatchNormArgs{-1, -1, 3, 4, 5} : BatchNormArgs{};
+  BatchNormValues v = BatchNorm(ctx, at);
+  if (v.running_mean) {
+    ctx.argument_writes.push_back({static_cast<size_t>(at.running_mean), v.running_mean});
+    ctx.argument_writes.push_back({static_cast<size_t>(at.running_var), v.running_var});
+  }
+  return {Convert(v.out, ctx.output(0).dtype), Convert(v.mean, ctx.output(1).dtype),
+          Convert(v.invstd, ctx.output(2).dtype)};
+}
+
+// _native_batch_norm_legit_functional (what aot_autograd's functionalization records): the
+// updated running statistics are results, not writes.
+std::vector<Value> NativeBatchNormFunctionalLowering(LoweringContext& ctx) {
+  BatchNormValues v = BatchNorm(ctx, BatchNormArgs{});
+  if (!v.running_mean) {  // evaluation: the running statistics come back unchanged
+    v.running_mean = ctx.tensor(3);
+    v.running_var = ctx.tensor(4);
+  }
+  return {Convert(v.out, ctx.output(0).dtype), Convert(v.mean, ctx.output(1).dtype),
+          Convert(v.invstd, ctx.output(2).dtype), v.running_mean, v.running_var};
+}
+
+// _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var,
+// momentum, eps)
+std::vector<Value> NativeBatchNormNoTrainingLowering(LoweringContext& ctx) {
+  BatchNormValues v = BatchNorm(ctx, BatchNormArgs{3, 4, -1, 5, 6});
+  return {Convert(v.out, ctx.output(0).dtype), Convert(v.mean, ctx.output(1).dtype),
+          Convert(v.invstd, ctx.output(2).dtype)};
 }
 
 // The input gradient of a normalization whose statistics were taken over `dims`:
@@ -195,6 +238,9 @@ std::vector<Value> NativeGroupNormBackwardLowering(LoweringContext& ctx) {
 
 LoweringRegistrar registrar({
     {"native_batch_norm", NativeBatchNormLowering},
+    {"_native_batch_norm_legit", NativeBatchNormLowering},
+    {"_native_batch_norm_legit_functional", NativeBatchNormFunctionalLowering},
+    {"_native_batch_norm_legit_no_training", NativeBatchNormNoTrainingLowering},
     {"native_batch_norm_backward", NativeBatchNormBackwardLowering},
     {"native_layer_norm_backward", NativeLayerNormBackwardLowering},
     {"native_group_norm_backward", NativeGroupNormBackwardLowering},

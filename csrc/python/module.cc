@@ -48,6 +48,8 @@ py::dict Metrics() {
   d["scalar_uploads"] = m.scalar_uploads.load();
   d["donated_buffers"] = m.donated_buffers.load();
   d["volatile_programs"] = m.volatile_programs.load();
+  d["compiled_graph_calls"] = m.compiled_graph_calls.load();
+  d["compiled_graph_executions"] = m.compiled_graph_executions.load();
   std::lock_guard<std::mutex> lock(m.mutex);
   int64_t fallbacks = 0;
   py::dict per_op, reasons;
@@ -62,7 +64,8 @@ py::dict Metrics() {
   return d;
 }
 
-// The innermost Python frame outside torch and torch_tpu: the user's line that recorded an op.
+// The innermost Python frame outside torch and torch_tpu, or in an FX graph's code: the line that
+// recorded an op.
 // torch's bindings release the GIL around ops, so it is taken back to read the thread's frame;
 // a thread with no Python frames (autograd's device threads) has none.
 std::string PythonSourceLocation() {
@@ -74,9 +77,13 @@ std::string PythonSourceLocation() {
   while (frame != nullptr && location.empty()) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const char* file = PyUnicode_AsUTF8(code->co_filename);
-    const std::string path = file != nullptr ? file : "";
-    if (path.find("/torch/") == std::string::npos &&
-        path.find("/torch_tpu/") == std::string::npos) {
+    std::string path = file != nullptr ? file : "";
+    // An FX graph's generated code ("<eval_with_key>.N from .../torch/fx/...") is where a
+    // compiled graph recorded an op; torch_tpu._compile maps its line to the user's.
+    const bool graph_code = path.rfind("<eval_with_key>", 0) == 0;
+    if (graph_code) path = path.substr(0, path.find(' '));
+    if (graph_code || (path.find("/torch/") == std::string::npos &&
+                       path.find("/torch_tpu/") == std::string::npos)) {
       location = path + ":" + std::to_string(PyFrame_GetLineNumber(frame));
     }
     Py_DECREF(code);
@@ -93,6 +100,18 @@ std::string PythonSourceLocation() {
 std::vector<std::unique_ptr<exec::DeferredScope>>& PythonDeferredScopes() {
   thread_local std::vector<std::unique_ptr<exec::DeferredScope>> scopes;
   return scopes;
+}
+
+// Closes the innermost scope opened from Python, which runs its work unless scopes remain open.
+void CloseInnermostPythonScope(const std::string& reason) {
+  auto& scopes = PythonDeferredScopes();
+  if (scopes.empty()) return;
+  std::unique_ptr<exec::DeferredScope> scope = std::move(scopes.back());
+  scopes.pop_back();
+  aten::Translate([&] {
+    scope->Close(reason);
+    return 0;
+  });
 }
 
 }  // namespace
@@ -164,16 +183,14 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_enter_deferred",
         [] { PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>()); });
-  m.def("_exit_deferred", [](const std::string& reason) {
-    auto& scopes = PythonDeferredScopes();
-    if (scopes.empty()) return;
-    std::unique_ptr<exec::DeferredScope> scope = std::move(scopes.back());
-    scopes.pop_back();
-    aten::Translate([&] {
-      scope->Close(reason);
-      return 0;
-    });
+  m.def("_exit_deferred", &CloseInnermostPythonScope);
+  // A torch.compile graph: its ops are recorded in a deferred scope and cut as one program
+  // (src/torch_tpu/_compile/dynamo_backend.py).
+  m.def("_enter_compiled_graph", [] {
+    exec::GetMetrics().compiled_graph_calls++;
+    PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>());
   });
+  m.def("_exit_compiled_graph", [] { CloseInnermostPythonScope(exec::kCompiledGraphReason); });
   m.def("_metrics", &Metrics);
   m.def("_reset_metrics", [] { exec::GetMetrics().Reset(); });
   m.def("_cache_dir", [] { return exec::CacheDirectory(); });

@@ -76,3 +76,8 @@ def platform() -> str:
 from torch_tpu import _optim  # noqa: E402
 
 _optim.install()
+
+# torch.compile with no backend or "inductor" on tpu code runs the tpu backend (see _compile/).
+from torch_tpu import _compile  # noqa: E402
+
+_compile.install()

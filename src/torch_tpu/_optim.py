@@ -24,6 +24,8 @@ def _on_tpu(optimizer: torch.optim.Optimizer) -> bool:
 
 
 def _before_step(optimizer, args, kwargs):
+    if torch.compiler.is_compiling():  # a compiled step is one program already (the tpu backend)
+        return
     if getattr(optimizer, _OPEN, False):  # the last step raised: its scope is still open
         _C._exit_deferred("optimizer step")
     if _on_tpu(optimizer):
@@ -32,6 +34,8 @@ def _before_step(optimizer, args, kwargs):
 
 
 def _after_step(optimizer, args, kwargs):
+    if torch.compiler.is_compiling():
+        return
     if getattr(optimizer, _OPEN, False):
         setattr(optimizer, _OPEN, False)
         _C._exit_deferred("optimizer step")

@@ -1,0 +1,146 @@
+"""The ``tpu`` torch.compile backend (DESIGN.md, "torch.compile").
+
+Dynamo's graph goes through aot_autograd, which splits it into a forward and a backward graph of
+ATen ops; input mutations come back as copies into the inputs at the end. Each graph then runs
+through the same ATen kernels as eager mode, inside one deferred scope: its ops are recorded,
+not run, and the end of the scope cuts them into one program. That program is keyed
+structurally like every fused-eager program, so the next call, or the next process through the
+disk cache, compiles nothing. The copies into mutated inputs are part of the same program, so
+the inputs' old buffers are donated to the new values (a compiled optimizer step allocates
+nothing new).
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import os
+import re
+import warnings
+
+import torch
+
+from .. import _C
+
+_DYNAMIC_SHAPES_NOTE = (
+    "torch_tpu: a torch.compile graph with dynamic shapes runs on tpu specialized to each size it "
+    "meets: every new size compiles one new program (then cached, in memory and on disk). "
+    "torch_tpu.metrics counts them; fixed or padded sizes avoid it."
+)
+
+
+@functools.cache
+def _decompositions() -> dict:
+    """PyTorch's core decompositions, for the ops that have no tpu lowering and no tpu kernel
+    only: an op that lowers stays one op, as in eager mode."""
+    from torch._decomp import core_aten_decompositions
+
+    lowered = set(_C._registered_lowerings())
+    table = {}
+    for op, decomposition in core_aten_decompositions().items():
+        name = op.name()
+        base = name.split("::", 1)[-1].split(".", 1)[0]
+        if base in lowered or torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
+            continue
+        table[op] = decomposition
+    return table
+
+
+def _has_dynamic_shapes(example_inputs) -> bool:
+    for value in example_inputs:
+        if isinstance(value, torch.SymInt):
+            return True
+        if isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in value.shape):
+            return True
+    return False
+
+
+_GRAPH_LOCATION = re.compile(r"(?P<file><eval_with_key>\.\d+):(?P<line>\d+)")
+
+
+def _user_location(graph_module: torch.fx.GraphModule, match: re.Match) -> str:
+    """The user's source line behind a line of the graph's generated code, from the stack trace
+    Dynamo keeps on each FX node; the generated location itself when there is none."""
+    code = graph_module.forward.__code__
+    lineno_map = getattr(graph_module, "_lineno_map", None)
+    if match["file"] != code.co_filename.split(" ", 1)[0] or not lineno_map:
+        return match[0]
+    index = lineno_map.get(int(match["line"]) - code.co_firstlineno)
+    nodes = list(graph_module.graph.nodes)
+    if index is None or index >= len(nodes):
+        return match[0]
+    node = nodes[index]
+    frames = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+    if not frames:
+        return match[0]
+    file, line = frames[-1]
+    source = linecache.getline(file, int(line)).strip()
+    return f"{file}:{line} ({source})" if source else f"{file}:{line}"
+
+
+def _raise_at_user_location(error: BaseException, graph_module: torch.fx.GraphModule):
+    """Re-raises `error` with the graph's generated-code locations in its message replaced by the
+    user's source lines."""
+    message = str(error)
+    named = _GRAPH_LOCATION.sub(lambda m: _user_location(graph_module, m), message)
+    if named == message or not isinstance(error, RuntimeError):
+        raise error
+    try:
+        renamed = type(error)(named)
+    except Exception:
+        raise error from None
+    raise renamed from error
+
+
+def _dump_graph(graph_module: torch.fx.GraphModule, kind: str) -> None:
+    directory = os.environ.get("TORCH_TPU_DUMP_DIR") or os.path.join(
+        os.environ.get("TMPDIR", "/tmp"), "torch_tpu_dumps"
+    )
+    os.makedirs(directory, exist_ok=True)
+    _dump_graph.count = getattr(_dump_graph, "count", 0) + 1
+    path = os.path.join(directory, f"graph-{os.getpid()}-{_dump_graph.count}-{kind}.py")
+    with open(path, "w") as f:
+        f.write(graph_module.print_readable(print_output=False))
+
+
+def _program_for_graph(kind: str):
+    """An aot_autograd compiler: the graph becomes a boxed callable that runs it as one program."""
+
+    def compiler(graph_module: torch.fx.GraphModule, example_inputs):
+        if os.environ.get("TORCH_TPU_DUMP_PROGRAMS") == "1":
+            _dump_graph(graph_module, kind)
+
+        def run(args):
+            _C._enter_compiled_graph()
+            try:
+                outputs = graph_module(*args)
+                args.clear()  # boxed: the graph's inputs are freed as soon as it is done with them
+            except BaseException as error:
+                _C._exit_deferred("compiled graph error")  # what was recorded still runs, as eager
+                _raise_at_user_location(error, graph_module)
+            try:
+                _C._exit_compiled_graph()
+            except RuntimeError as error:
+                _raise_at_user_location(error, graph_module)
+            return outputs
+
+        run._boxed_call = True
+        return run
+
+    return compiler
+
+
+def backend(graph_module: torch.fx.GraphModule, example_inputs):
+    """torch.compile(..., backend="tpu"): one program per graph (forward, backward)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    if _has_dynamic_shapes(example_inputs):
+        warnings.warn(_DYNAMIC_SHAPES_NOTE, stacklevel=2)
+    compile_graph = aot_autograd(
+        fw_compiler=_program_for_graph("forward"),
+        bw_compiler=_program_for_graph("backward"),
+        inference_compiler=_program_for_graph("inference"),
+        decompositions=_decompositions(),
+        keep_inference_input_mutations=True,
+    )
+    return compile_graph(graph_module, example_inputs)
