@@ -32,7 +32,15 @@ from tiny_lm import LanguageModel  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_mlp_step import mlp  # noqa: E402
 
+
 # "compiled" is torch.compile: Inductor on the CPU, the tpu backend on tpu.
+def optimizer_flags(device, compiled):
+    """Compiled on tpu, the optimizer keeps its step counts on the device (capturable), so its
+    graph runs from a captured plan; CPU tensors read inside a graph make it record every call.
+    The CPU does not support capturable."""
+    return {"capturable": True} if compiled and device != "cpu" else {}
+
+
 MODES = ("cpu", "cpu compiled", "strict", "defer_and_fuse", "compiled")
 
 
@@ -43,7 +51,7 @@ def train_lm():
 
     def build(device, compiled):
         m = copy.deepcopy(model).to(device)
-        optimizer = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        optimizer = torch.optim.AdamW(m.parameters(), lr=1e-3, **optimizer_flags(device, compiled))
         inputs = [b.to(device) for b in batches]
         state = {"i": 0}
 
@@ -74,7 +82,7 @@ def mlp_step():
 
     def build(device, compiled):
         m = copy.deepcopy(model).to(device)
-        optimizer = torch.optim.AdamW(m.parameters(), lr=1e-3)
+        optimizer = torch.optim.AdamW(m.parameters(), lr=1e-3, **optimizer_flags(device, compiled))
         xd, yd = x.to(device), y.to(device)
 
         def train():

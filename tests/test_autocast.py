@@ -18,6 +18,8 @@ from conftest import TPU, assert_close, make
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
+import torch_tpu
+
 LOW = [torch.bfloat16, torch.float16]
 
 
@@ -629,7 +631,12 @@ def test_autocast_inside_torch_compile():
 
     x = make((3, 8)).to(TPU)
     compiled = torch.compile(step, backend="tpu")
-    for got, expected in zip(compiled(x), step(x), strict=True):
+    torch_tpu.metrics.reset()
+    # Dynamo runs a frame uncompiled while a dispatch mode (conftest's CPU reference) is active.
+    with torch.utils._python_dispatch._disable_current_modes():
+        outputs = compiled(x)
+    assert torch_tpu.metrics.snapshot()["compiled_graph_calls"] == 1
+    for got, expected in zip(outputs, step(x), strict=True):
         assert got.dtype == expected.dtype
         torch.testing.assert_close(got.cpu(), expected.cpu())
     assert step(x)[0].dtype == torch.bfloat16

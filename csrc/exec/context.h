@@ -55,9 +55,10 @@ struct Metrics {
   std::atomic<int64_t> bytes_to_host{0};
   std::atomic<int64_t> scalar_uploads{0};
   std::atomic<int64_t> donated_buffers{0};
-  std::atomic<int64_t> volatile_programs{0};  // recording sites whose cuts keep recompiling
+  std::atomic<int64_t> volatile_programs{0};          // recording sites whose cuts keep recompiling
   std::atomic<int64_t> compiled_graph_calls{0};       // torch.compile graphs run
   std::atomic<int64_t> compiled_graph_executions{0};  // the programs they ran (in `executions` too)
+  std::atomic<int64_t> compiled_graph_direct_calls{0};  // calls launched from a plan, unrecorded
   std::mutex mutex;
   std::map<std::string, int64_t> cpu_fallbacks;  // per op
   std::map<std::string, int64_t> sync_reasons;   // per reason

@@ -8,6 +8,7 @@
 
 #include "exec/compile_cache.h"
 #include "exec/context.h"
+#include "exec/graph_plan.h"
 #include "exec/pending.h"
 #include "exec/replay.h"
 #include "exec/volatility.h"
@@ -91,11 +92,9 @@ void DeviceStorage::SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType
   pending_ = {};
 }
 
-namespace {
-
 // One upload of all a program's scalars of one dtype (HostScalar bytes are little-endian values).
-std::shared_ptr<runtime::Buffer> UploadScalars(const ir::ScalarPack& pack,
-                                               const runtime::Device& device) {
+std::shared_ptr<runtime::Buffer> UploadScalarPack(const ir::ScalarPack& pack,
+                                                  const runtime::Device& device) {
   GetMetrics().scalar_uploads++;
   const size_t size = ir::ByteSize(pack.dtype);
   std::vector<uint8_t> bytes(size * pack.scalars.size());
@@ -105,8 +104,6 @@ std::shared_ptr<runtime::Buffer> UploadScalars(const ir::ScalarPack& pack,
   return GetClient().BufferFromHost(bytes.data(), ToElementType(pack.dtype),
                                     {static_cast<int64_t>(pack.scalars.size())}, device);
 }
-
-}  // namespace
 
 namespace {
 // Outputs of executions that may still be running: synchronize() waits on them. Weak, so a
@@ -129,6 +126,20 @@ void TrackInFlight(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs)
 }
 }  // namespace
 
+void NoteLaunched(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs) {
+  if (CurrentMode() != Mode::kDebug) {
+    TrackInFlight(outputs);
+    return;
+  }
+  for (const auto& output : outputs) {
+    try {
+      output->AwaitReady();
+    } catch (const runtime::PjrtError& e) {
+      throw runtime::PjrtError(e.code(), e.what());
+    }
+  }
+}
+
 std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& program,
                                                          const std::vector<bool>& donated,
                                                          int device_index) {
@@ -141,7 +152,7 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
     arguments.push_back(static_cast<const runtime::Buffer*>(parameter->buffer.get())->raw());
   }
   for (const ir::ScalarPack& pack : program.scalar_packs) {
-    uploads.push_back(UploadScalars(pack, device));
+    uploads.push_back(UploadScalarPack(pack, device));
     arguments.push_back(uploads.back()->raw());
   }
   try {
@@ -194,6 +205,7 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   try {
     outputs = RunProgram(program, donated, device_index);
     if (cut && GetMetrics().compiles.load() != compiles_before) NoteCompiledCut(program);
+    if (GraphCapture* capture = ActiveGraphCapture()) capture->OnCut(program, targets);
   } catch (const runtime::PjrtError& e) {
     // A program of several ops is replayed op by op to name the one that failed.
     const std::string culprit = FailingOrigin(program, device_index);
@@ -214,16 +226,7 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   for (size_t r = 0; r < targets.size(); ++r) {
     targets[r]->SetBuffer(outputs[r], outputs[r] ? results[r].dtype() : results[r].dtype());
   }
-  if (CurrentMode() != Mode::kDebug) TrackInFlight(outputs);
-  if (CurrentMode() == Mode::kDebug) {
-    for (size_t r = 0; r < outputs.size(); ++r) {
-      try {
-        outputs[r]->AwaitReady();
-      } catch (const runtime::PjrtError& e) {
-        throw runtime::PjrtError(e.code(), e.what());
-      }
-    }
-  }
+  NoteLaunched(outputs);
   metrics.execute_time_ns +=
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();

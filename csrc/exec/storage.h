@@ -40,6 +40,9 @@ class DeviceStorage {
   void SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType element_type);
   // The materialized buffer; call Materialize first if pending.
   const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
+  // Whether only this storage (and its cached parameter node) holds its buffer, so a program may
+  // take it over (donation).
+  bool OwnsBufferAlone() const { return buffer_ && buffer_.use_count() == (parameter_ ? 2 : 1); }
 
  private:
   friend void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason,
@@ -63,6 +66,11 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
 std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& program,
                                                          const std::vector<bool>& donated,
                                                          int device_index);
+// One upload of a program's scalar parameters of one dtype.
+std::shared_ptr<runtime::Buffer> UploadScalarPack(const ir::ScalarPack& pack,
+                                                  const runtime::Device& device);
+// Registers a launched program's outputs with synchronize() (debug mode: waits for them).
+void NoteLaunched(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs);
 // Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.
 void AwaitExecutions();
 // The outputs of executions that may still be running (what an event recorded now waits for).

@@ -12,6 +12,7 @@
 #include "exec/storage.h"
 #include "ops/lowering.h"
 #include "ops/precision.h"
+#include "python/compiled_graph.h"
 
 namespace py = pybind11;
 using namespace torch_tpu;
@@ -50,6 +51,7 @@ py::dict Metrics() {
   d["volatile_programs"] = m.volatile_programs.load();
   d["compiled_graph_calls"] = m.compiled_graph_calls.load();
   d["compiled_graph_executions"] = m.compiled_graph_executions.load();
+  d["compiled_graph_direct_calls"] = m.compiled_graph_direct_calls.load();
   std::lock_guard<std::mutex> lock(m.mutex);
   int64_t fallbacks = 0;
   py::dict per_op, reasons;
@@ -191,6 +193,7 @@ PYBIND11_MODULE(_C, m) {
     PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>());
   });
   m.def("_exit_compiled_graph", [] { CloseInnermostPythonScope(exec::kCompiledGraphReason); });
+  python::BindCompiledGraphs(m);
   m.def("_metrics", &Metrics);
   m.def("_reset_metrics", [] { exec::GetMetrics().Reset(); });
   m.def("_cache_dir", [] { return exec::CacheDirectory(); });

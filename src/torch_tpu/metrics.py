@@ -31,6 +31,9 @@ def report(file=None) -> str:
         ("scalar parameter uploads", figures["scalar_uploads"]),
         ("donated buffers", figures["donated_buffers"]),
         ("volatile fused programs", figures["volatile_programs"]),
+        ("compiled graph calls", figures["compiled_graph_calls"]),
+        ("  launched directly (no recording)", figures["compiled_graph_direct_calls"]),
+        ("  programs they ran", figures["compiled_graph_executions"]),
         ("cpu fallbacks", figures["cpu_fallbacks"]),
     ]
     rows += [(f"  fallback {op}", count) for op, count in sorted(figures["cpu_fallbacks_per_op"].items())]

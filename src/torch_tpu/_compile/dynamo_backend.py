@@ -103,27 +103,68 @@ def _dump_graph(graph_module: torch.fx.GraphModule, kind: str) -> None:
         f.write(graph_module.print_readable(print_output=False))
 
 
+def _is_random(graph_module: torch.fx.GraphModule) -> bool:
+    """Whether the graph draws random numbers: each call then needs new seeds, so it is recorded
+    every time rather than run from a plan."""
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            return True
+    return False
+
+
+class _GraphProgram:
+    """A boxed callable running one aot_autograd graph as one program.
+
+    The first call records the graph's ops in a deferred scope and captures the cut; while the
+    inputs keep that layout, later calls launch the captured program directly (a plan, csrc/python/
+    compiled_graph.cc). A call the plan refuses is recorded again, which compiles nothing new: the
+    program's structural key is the same. Graphs whose layout keeps changing stop being captured.
+    """
+
+    _MAX_CAPTURES = 4
+
+    def __init__(self, graph_module: torch.fx.GraphModule):
+        self.graph_module = graph_module
+        self.plan = None
+        self.captures_left = 0 if _is_random(graph_module) else self._MAX_CAPTURES
+
+    def __call__(self, args):
+        if self.plan is not None:
+            outputs = self.plan.run(args)
+            if outputs is not None:
+                args.clear()
+                return outputs
+        inputs = list(args) if self.captures_left else None
+        _C._enter_compiled_graph()
+        capture = _C._CompiledGraphCapture(inputs) if inputs is not None else None
+        try:
+            try:
+                outputs = self.graph_module(*args)
+                args.clear()  # boxed: the graph's inputs are freed as soon as it is done with them
+            except BaseException as error:
+                _C._exit_deferred("compiled graph error")  # what was recorded still runs, as eager
+                _raise_at_user_location(error, self.graph_module)
+            try:
+                _C._exit_compiled_graph()
+            except RuntimeError as error:
+                _raise_at_user_location(error, self.graph_module)
+            if capture is not None:
+                self.captures_left -= 1
+                self.plan = capture.finish(outputs)
+                capture = None
+            return outputs
+        finally:
+            if capture is not None:
+                capture.abandon()
+
+
 def _program_for_graph(kind: str):
     """An aot_autograd compiler: the graph becomes a boxed callable that runs it as one program."""
 
     def compiler(graph_module: torch.fx.GraphModule, example_inputs):
         if os.environ.get("TORCH_TPU_DUMP_PROGRAMS") == "1":
             _dump_graph(graph_module, kind)
-
-        def run(args):
-            _C._enter_compiled_graph()
-            try:
-                outputs = graph_module(*args)
-                args.clear()  # boxed: the graph's inputs are freed as soon as it is done with them
-            except BaseException as error:
-                _C._exit_deferred("compiled graph error")  # what was recorded still runs, as eager
-                _raise_at_user_location(error, graph_module)
-            try:
-                _C._exit_compiled_graph()
-            except RuntimeError as error:
-                _raise_at_user_location(error, graph_module)
-            return outputs
-
+        run = _GraphProgram(graph_module)
         run._boxed_call = True
         return run
 

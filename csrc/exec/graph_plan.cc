@@ -1,0 +1,112 @@
+#include "exec/graph_plan.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "exec/compile_cache.h"
+#include "exec/context.h"
+#include "exec/pending.h"
+
+namespace torch_tpu::exec {
+
+namespace {
+thread_local GraphCapture* g_active_capture = nullptr;
+
+int IndexOf(const std::vector<DeviceStorage*>& storages, const DeviceStorage* storage) {
+  auto found = std::find(storages.begin(), storages.end(), storage);
+  return found == storages.end() ? -1 : static_cast<int>(found - storages.begin());
+}
+}  // namespace
+
+GraphCapture* ActiveGraphCapture() { return g_active_capture; }
+
+GraphCapture::GraphCapture(std::vector<DeviceStorage*> inputs)
+    : inputs_(std::move(inputs)), previous_(g_active_capture) {
+  g_active_capture = this;
+  // Work pending from before the graph (fused mode) would join its cut: not the graph's program.
+  usable_ = PendingCount() == 0;
+  for (DeviceStorage* storage : inputs_) {
+    // An input with no buffer (pending, or never written: read as zeros) is not a parameter.
+    usable_ = usable_ && !storage->pending() && storage->buffer() != nullptr;
+    input_buffers_.push_back(storage->buffer().get());
+  }
+}
+
+GraphCapture::~GraphCapture() { g_active_capture = previous_; }
+
+void GraphCapture::OnCut(const ir::Program& program, const std::vector<DeviceStorage*>& targets) {
+  if (++cuts_ > 1 || !usable_) return;
+  GraphPlan plan;
+  plan.device = targets.front()->device();
+  plan.executable =
+      GetExecutable(ir::ComputeSignature(program, 0), [&] { return ir::PrintProgram(program); });
+  for (const ir::Node* parameter : program.parameters) {
+    auto found = std::find(input_buffers_.begin(), input_buffers_.end(), parameter->buffer.get());
+    if (found == input_buffers_.end()) {
+      usable_ = false;  // a buffer the graph's inputs do not provide
+      return;
+    }
+    plan.parameter_input.push_back(static_cast<int>(found - input_buffers_.begin()));
+  }
+  const runtime::Device& device = GetDevice(plan.device);
+  for (const ir::ScalarPack& pack : program.scalar_packs) {
+    plan.scalar_buffers.push_back(UploadScalarPack(pack, device));
+  }
+  plan.aliased_parameter.assign(targets.size(), -1);
+  for (size_t p = 0; p < program.aliased_result.size(); ++p) {
+    if (program.aliased_result[p] >= 0) {
+      plan.aliased_parameter[program.aliased_result[p]] = static_cast<int>(p);
+    }
+  }
+  for (size_t r = 0; r < targets.size(); ++r) {
+    plan.result_input.push_back(IndexOf(inputs_, targets[r]));
+    plan.result_dtype.push_back(program.results[r].dtype());
+    plan.result_nbytes.push_back(targets[r]->nbytes());
+  }
+  targets_ = targets;
+  plan_ = std::move(plan);
+}
+
+std::optional<GraphPlan> GraphCapture::Finish(std::vector<DeviceStorage*>* result_storages) {
+  if (!usable_ || cuts_ > 1) return std::nullopt;
+  if (cuts_ == 0) return GraphPlan{};  // nothing to run: the outputs are views of the inputs
+  *result_storages = targets_;
+  return std::move(plan_);
+}
+
+std::vector<std::shared_ptr<runtime::Buffer>> RunGraphPlan(
+    const GraphPlan& plan, const std::vector<DeviceStorage*>& inputs) {
+  if (!plan.executable) return {};
+  std::vector<PJRT_Buffer*> arguments;
+  arguments.reserve(plan.parameter_input.size() + plan.scalar_buffers.size());
+  for (int input : plan.parameter_input) arguments.push_back(inputs[input]->buffer()->raw());
+  for (const auto& scalars : plan.scalar_buffers) arguments.push_back(scalars->raw());
+  // An overwritten input's old buffer becomes its new value when nothing else holds it.
+  std::vector<bool> donated(arguments.size(), false);
+  for (size_t r = 0; r < plan.result_input.size(); ++r) {
+    const int parameter = plan.aliased_parameter[r];
+    if (parameter >= 0 && plan.result_input[r] >= 0 &&
+        inputs[plan.parameter_input[parameter]]->OwnsBufferAlone()) {
+      donated[parameter] = true;
+    }
+  }
+  Metrics& metrics = GetMetrics();
+  std::vector<std::shared_ptr<runtime::Buffer>> outputs =
+      plan.executable->Execute(arguments, donated, GetDevice(plan.device));
+  metrics.executions++;
+  metrics.compiled_graph_executions++;
+  for (size_t p = 0; p < plan.parameter_input.size(); ++p) {
+    if (!donated[p]) continue;
+    inputs[plan.parameter_input[p]]->buffer()->MarkDonated();
+    metrics.donated_buffers++;
+  }
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    if (plan.result_input[r] >= 0) {
+      inputs[plan.result_input[r]]->SetBuffer(outputs[r], plan.result_dtype[r]);
+    }
+  }
+  NoteLaunched(outputs);
+  return outputs;
+}
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,63 @@
+// A torch.compile graph's program, run directly. The first call of a graph records its ops and
+// cuts them into one program like fused eager; a GraphCapture watches that cut and keeps what is
+// needed to run the program again without recording: which input storage feeds each parameter,
+// which input storage each result overwrites, and the scalar parameters (uploaded once). Later
+// calls with inputs of the same layout then cost one launch.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "exec/storage.h"
+#include "ir/graph.h"
+#include "runtime/pjrt.h"
+
+namespace torch_tpu::exec {
+
+struct GraphPlan {
+  std::shared_ptr<runtime::Executable> executable;
+  int device = 0;
+  std::vector<int> parameter_input;  // per program parameter: the input storage it reads
+  std::vector<std::shared_ptr<runtime::Buffer>> scalar_buffers;  // per scalar pack
+  std::vector<int> result_input;  // per result: the input storage it overwrites, or -1 (new)
+  std::vector<ir::DType> result_dtype;
+  std::vector<size_t> result_nbytes;
+  std::vector<int> aliased_parameter;  // per result: the parameter donated to it, or -1
+};
+
+// Watches the cuts made on this thread while it lives (normally exactly one: the graph's).
+class GraphCapture {
+ public:
+  // `inputs`: the storages of the graph's tpu inputs (repeats allowed), before the call.
+  explicit GraphCapture(std::vector<DeviceStorage*> inputs);
+  ~GraphCapture();
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+
+  // Called by Materialize for each cut while the capture is active.
+  void OnCut(const ir::Program& program, const std::vector<DeviceStorage*>& targets);
+  // The plan, or nothing when the graph cannot be replayed directly (several cuts, a parameter
+  // that is not an input, an input that was pending). `result_storages` receives the storage
+  // each result was written to.
+  std::optional<GraphPlan> Finish(std::vector<DeviceStorage*>* result_storages);
+
+ private:
+  std::vector<DeviceStorage*> inputs_;
+  std::vector<const void*> input_buffers_;  // each input's buffer before the call
+  bool usable_ = true;
+  int cuts_ = 0;
+  std::optional<GraphPlan> plan_;
+  std::vector<DeviceStorage*> targets_;
+  GraphCapture* previous_;
+};
+
+// Runs the plan over the current call's input storages (same layout as when captured), installs
+// the results that overwrite inputs, and returns every result's buffer. Inputs must be
+// materialized; nothing may be pending.
+std::vector<std::shared_ptr<runtime::Buffer>> RunGraphPlan(
+    const GraphPlan& plan, const std::vector<DeviceStorage*>& inputs);
+
+GraphCapture* ActiveGraphCapture();
+
+}  // namespace torch_tpu::exec

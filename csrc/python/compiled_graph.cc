@@ -1,0 +1,265 @@
+// torch.compile graphs run directly: the Python side of exec/graph_plan.h. A plan remembers the
+// layout of a graph's inputs and outputs when it was captured; a later call whose inputs have
+// the same layout (sizes, strides, offsets, dtypes, which share a storage, equal Python values
+// and CPU scalars) launches the program and wraps its results as the outputs, with no op
+// recorded. Any difference, or deferred work, returns None and the graph is recorded as usual.
+#include "python/compiled_graph.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <unordered_map>
+
+#include "aten/tpu_tensor.h"
+#include "exec/context.h"
+#include "exec/graph_plan.h"
+#include "exec/pending.h"
+
+namespace torch_tpu::python {
+
+namespace py = pybind11;
+
+namespace {
+
+struct Layout {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  at::ScalarType dtype = at::kFloat;
+
+  static Layout Of(const at::Tensor& t) {
+    return {t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.scalar_type()};
+  }
+  bool Matches(const at::Tensor& t) const {
+    return t.scalar_type() == dtype && t.storage_offset() == offset && t.sizes().equals(sizes) &&
+           t.strides().equals(strides);
+  }
+};
+
+struct InputSpec {
+  enum class Kind { kTpu, kCpuScalar, kObject } kind;
+  Layout layout;         // kTpu, kCpuScalar
+  int first_sharer = 0;  // kTpu: the first tpu input over the same storage
+  at::Tensor value;      // kCpuScalar: its value becomes a scalar parameter of the program
+  py::object object;     // kObject
+};
+
+struct OutputSpec {
+  enum class Kind { kResult, kInput, kEmpty, kObject } kind;
+  int index = 0;  // kResult: the program result; kInput: the tpu input sharing its storage
+  Layout layout;
+  py::object object;
+};
+
+bool IsTpuTensor(py::handle h) {
+  return THPVariable_Check(h.ptr()) && THPVariable_Unpack(h.ptr()).is_privateuseone();
+}
+
+// Each tpu input's index of the first tpu input over the same storage.
+std::vector<int> SharingPattern(const std::vector<exec::DeviceStorage*>& storages) {
+  std::vector<int> pattern(storages.size());
+  std::unordered_map<exec::DeviceStorage*, int> first;
+  for (size_t i = 0; i < storages.size(); ++i) {
+    pattern[i] = first.emplace(storages[i], static_cast<int>(i)).first->second;
+  }
+  return pattern;
+}
+
+at::Tensor TensorOver(const c10::Storage& storage, const Layout& layout) {
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      caffe2::TypeMeta::fromScalarType(layout.dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(layout.sizes, layout.strides, layout.offset);
+  return t;
+}
+
+}  // namespace
+
+class CompiledGraphPlan {
+ public:
+  CompiledGraphPlan(exec::GraphPlan plan, std::vector<InputSpec> inputs,
+                    std::vector<OutputSpec> outputs, bool tuple)
+      : plan_(std::move(plan)),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        tuple_(tuple) {}
+
+  // The graph's outputs, or None when this call's inputs differ from the captured layout.
+  py::object Run(const py::list& args) {
+    if (exec::Deferring() || args.size() != inputs_.size() || exec::PendingCount() != 0) {
+      return py::none();
+    }
+    std::vector<exec::DeviceStorage*> storages;
+    storages.reserve(inputs_.size());
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const InputSpec& spec = inputs_[i];
+      py::handle arg = args[i];
+      if (spec.kind == InputSpec::Kind::kObject) {
+        if (THPVariable_Check(arg.ptr()) || !arg.equal(spec.object)) return py::none();
+        continue;
+      }
+      if (!THPVariable_Check(arg.ptr())) return py::none();
+      const at::Tensor& t = THPVariable_Unpack(arg.ptr());
+      if (!spec.layout.Matches(t)) return py::none();
+      if (spec.kind == InputSpec::Kind::kCpuScalar) {
+        if (!t.is_cpu() || !at::equal(t, spec.value)) return py::none();
+        continue;
+      }
+      if (!t.is_privateuseone() || t.device().index() != plan_.device) return py::none();
+      exec::DeviceStorage* storage = aten::StorageOf(t);
+      if (storage->pending() || storage->buffer() == nullptr) return py::none();
+      storages.push_back(storage);
+    }
+    if (SharingPattern(storages) != sharing_) return py::none();
+
+    exec::GetMetrics().compiled_graph_calls++;
+    exec::GetMetrics().compiled_graph_direct_calls++;
+    std::vector<std::shared_ptr<runtime::Buffer>> results =
+        aten::Translate([&] { return exec::RunGraphPlan(plan_, storages); });
+    // New storages for the results that overwrite no input; outputs view them.
+    std::vector<c10::Storage> fresh(results.size());
+    for (size_t r = 0; r < results.size(); ++r) {
+      if (plan_.result_input[r] >= 0) continue;
+      const c10::DeviceIndex saved = aten::CurrentDeviceIndex();
+      aten::SetCurrentDeviceIndex(static_cast<c10::DeviceIndex>(plan_.device));
+      c10::Allocator* allocator = aten::GetTpuAllocator();
+      fresh[r] = c10::Storage(c10::Storage::use_byte_size_t(), plan_.result_nbytes[r],
+                              allocator->allocate(plan_.result_nbytes[r]), allocator, true);
+      aten::SetCurrentDeviceIndex(saved);
+      aten::StorageOf(fresh[r])->SetBuffer(results[r], plan_.result_dtype[r]);
+    }
+    py::list outputs(outputs_.size());
+    for (size_t o = 0; o < outputs_.size(); ++o) {
+      const OutputSpec& spec = outputs_[o];
+      switch (spec.kind) {
+        case OutputSpec::Kind::kObject:
+          outputs[o] = spec.object;
+          break;
+        case OutputSpec::Kind::kEmpty:
+          outputs[o] = py::cast(aten::EmptyTpu(spec.layout.sizes, spec.layout.strides,
+                                               spec.layout.dtype, plan_.device));
+          break;
+        case OutputSpec::Kind::kResult:
+          outputs[o] = py::cast(TensorOver(fresh[spec.index], spec.layout));
+          break;
+        case OutputSpec::Kind::kInput:
+          outputs[o] = py::cast(TensorOver(
+              THPVariable_Unpack(args[input_arg_[spec.index]].ptr()).storage(), spec.layout));
+          break;
+      }
+    }
+    if (tuple_) return py::tuple(outputs);
+    return std::move(outputs);
+  }
+
+  std::vector<int> sharing_;
+  std::vector<size_t> input_arg_;  // per tpu input: its position among the arguments
+
+ private:
+  exec::GraphPlan plan_;
+  std::vector<InputSpec> inputs_;
+  std::vector<OutputSpec> outputs_;
+  bool tuple_;
+};
+
+// A capture, opened before a graph's first call and finished after its cut.
+class CompiledGraphCapture {
+ public:
+  explicit CompiledGraphCapture(const py::list& args) {
+    std::vector<exec::DeviceStorage*> storages;
+    for (size_t i = 0; i < args.size(); ++i) {
+      py::handle arg = args[i];
+      InputSpec spec;
+      if (!THPVariable_Check(arg.ptr())) {
+        spec.kind = InputSpec::Kind::kObject;
+        spec.object = py::reinterpret_borrow<py::object>(arg);
+      } else {
+        const at::Tensor& t = THPVariable_Unpack(arg.ptr());
+        spec.layout = Layout::Of(t);
+        if (t.is_privateuseone()) {
+          spec.kind = InputSpec::Kind::kTpu;
+          storages.push_back(aten::StorageOf(t));
+          input_arg_.push_back(i);
+        } else if (t.is_cpu() && t.dim() == 0) {
+          spec.kind = InputSpec::Kind::kCpuScalar;
+          spec.value = t.clone();
+        } else {
+          usable_ = false;  // another device: the graph is not one tpu program
+        }
+      }
+      inputs_.push_back(std::move(spec));
+    }
+    storages_ = storages;
+    capture_ = std::make_unique<exec::GraphCapture>(std::move(storages));
+  }
+
+  // The plan for the captured call, or None.
+  py::object Finish(const py::object& outputs) {
+    std::vector<exec::DeviceStorage*> results;
+    std::optional<exec::GraphPlan> plan = capture_->Finish(&results);
+    capture_.reset();
+    if (!plan || !usable_) return py::none();
+    const bool tuple = py::isinstance<py::tuple>(outputs);
+    if (!tuple && !py::isinstance<py::list>(outputs)) return py::none();
+    std::vector<bool> result_used(results.size(), false);
+    std::vector<OutputSpec> specs;
+    for (py::handle output : outputs) {
+      OutputSpec spec;
+      if (!THPVariable_Check(output.ptr())) {
+        spec.kind = OutputSpec::Kind::kObject;
+        spec.object = py::reinterpret_borrow<py::object>(output);
+        specs.push_back(std::move(spec));
+        continue;
+      }
+      const at::Tensor& t = THPVariable_Unpack(output.ptr());
+      if (!t.is_privateuseone()) return py::none();
+      spec.layout = Layout::Of(t);
+      exec::DeviceStorage* storage = aten::StorageOf(t);
+      auto result = std::find(results.begin(), results.end(), storage);
+      auto input = std::find(storages_.begin(), storages_.end(), storage);
+      if (result != results.end()) {
+        spec.kind = OutputSpec::Kind::kResult;
+        spec.index = static_cast<int>(result - results.begin());
+        if (plan->result_input[spec.index] >= 0) return py::none();  // an input's new value
+        result_used[spec.index] = true;
+      } else if (input != storages_.end()) {
+        spec.kind = OutputSpec::Kind::kInput;
+        spec.index = static_cast<int>(input - storages_.begin());
+      } else if (t.numel() == 0) {
+        spec.kind = OutputSpec::Kind::kEmpty;
+      } else {
+        return py::none();  // a storage the graph neither received nor wrote
+      }
+      specs.push_back(std::move(spec));
+    }
+    for (size_t r = 0; r < results.size(); ++r) {
+      // A new value no output holds was kept alive by something else: not replayable.
+      if (plan->result_input[r] < 0 && !result_used[r]) return py::none();
+    }
+    auto compiled = std::make_shared<CompiledGraphPlan>(std::move(*plan), std::move(inputs_),
+                                                        std::move(specs), tuple);
+    compiled->sharing_ = SharingPattern(storages_);
+    compiled->input_arg_ = input_arg_;
+    return py::cast(compiled);
+  }
+
+  void Abandon() { capture_.reset(); }
+
+ private:
+  std::vector<InputSpec> inputs_;
+  std::vector<exec::DeviceStorage*> storages_;
+  std::vector<size_t> input_arg_;
+  bool usable_ = true;
+  std::unique_ptr<exec::GraphCapture> capture_;
+};
+
+void BindCompiledGraphs(py::module& m) {
+  py::class_<CompiledGraphPlan, std::shared_ptr<CompiledGraphPlan>>(m, "_CompiledGraphPlan")
+      .def("run", &CompiledGraphPlan::Run);
+  py::class_<CompiledGraphCapture>(m, "_CompiledGraphCapture")
+      .def(py::init<const py::list&>())
+      .def("finish", &CompiledGraphCapture::Finish)
+      .def("abandon", &CompiledGraphCapture::Abandon);
+}
+
+}  // namespace torch_tpu::python
