@@ -60,8 +60,8 @@ struct BatchNormValues {
 
 BatchNormValues BatchNorm(LoweringContext& ctx, const BatchNormArgs& at) {
   const bool training = at.training >= 0 && ctx.bool_arg(at.training);
-  const bool has_running = at.running_mean >= 0 && ctx.is_tensor(at.running_mean) &&
-                           ctx.is_tensor(at.running_var);
+  const bool has_running =
+      at.running_mean >= 0 && ctx.is_tensor(at.running_mean) && ctx.is_tensor(at.running_var);
   const DType stat = OpMathType(ctx.tensor(0).dtype());
   Value x = Convert(ctx.tensor(0), stat);
   const Shape& shape = x.shape();

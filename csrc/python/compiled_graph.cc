@@ -217,12 +217,11 @@ class CompiledGraphCapture {
       exec::DeviceStorage* storage = aten::StorageOf(t);
       auto result = std::find(results.begin(), results.end(), storage);
       auto input = std::find(storages_.begin(), storages_.end(), storage);
-      if (result != results.end()) {
+      if (result != results.end() && plan->result_input[result - results.begin()] < 0) {
         spec.kind = OutputSpec::Kind::kResult;
         spec.index = static_cast<int>(result - results.begin());
-        if (plan->result_input[spec.index] >= 0) return py::none();  // an input's new value
         result_used[spec.index] = true;
-      } else if (input != storages_.end()) {
+      } else if (input != storages_.end()) {  // an input, or its new value (written in place)
         spec.kind = OutputSpec::Kind::kInput;
         spec.index = static_cast<int>(input - storages_.begin());
       } else if (t.numel() == 0) {
