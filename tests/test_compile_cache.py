@@ -154,3 +154,23 @@ def test_cache_key_includes_plugin_identity(tmp_path):
     identity = _C._platform()["plugin_identity"]
     assert {entry.parent.name for entry in cache_entries(tmp_path)} == {identity}
     assert torch_tpu.platform()
+
+
+def test_memory_cache_is_bounded_and_reloads_from_disk(tmp_path):
+    # Each loaded executable holds JIT code in memory mappings; an unbounded process-wide cache
+    # reaches the kernel's mapping limit after some tens of thousands of programs, where the
+    # plugin's code generation fails. Past the bound the least recently used are dropped and
+    # come back from the disk cache, with the same results.
+    code = """
+import torch, torch_tpu
+def work(n):
+    return (torch.arange(float(n), device="tpu") * 3 + 1).sum().item()
+first = [work(n) for n in range(1, 41)]
+torch_tpu.metrics.reset()
+again = [work(n) for n in range(1, 41)]
+m = torch_tpu.metrics.snapshot()
+print("SAME", first == again, "COMPILES", m["compiles"], "DISK", m["disk_cache_hits"] > 0)
+"""
+    result = run_python(code, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_MEMORY_CACHE_ENTRIES="16")
+    assert result.returncode == 0, result.stderr
+    assert "SAME True COMPILES 0 DISK True" in result.stdout, result.stdout

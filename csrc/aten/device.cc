@@ -7,6 +7,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -50,6 +52,20 @@ struct TpuEvent {
   }
 };
 
+constexpr int kMaxStreamDevices = 64;
+constexpr uint32_t kStreamPoolSize = 32;
+
+// This thread's current stream id per device.
+std::array<c10::StreamId, kMaxStreamDevices>& CurrentStreamIds() {
+  thread_local std::array<c10::StreamId, kMaxStreamDevices> ids{};
+  return ids;
+}
+
+// A device without an index (torch.Stream("tpu")) is the current device.
+c10::Device Resolved(c10::Device device) {
+  return device.index() >= 0 ? device : c10::Device(kTpu, CurrentDeviceIndex());
+}
+
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kTpu; }
   c10::Device exchangeDevice(c10::Device device) const override {
@@ -66,16 +82,31 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device device) const noexcept override {
     if (device.index() >= 0) SetCurrentDeviceIndex(device.index());
   }
+  // Streams are ids over the device's one in-order queue (see block()): the default stream is
+  // 0, new streams come from a pool of kStreamPoolSize ids per device, round robin as CUDA's, and
+  // the current stream is per thread and device.
   c10::Stream getStream(c10::Device device) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
+    device = Resolved(device);
+    return c10::Stream(c10::Stream::UNSAFE, device,
+                       CurrentStreamIds()[device.index() % kMaxStreamDevices]);
   }
   c10::Stream getDefaultStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
+    return c10::Stream(c10::Stream::DEFAULT, Resolved(device));
   }
   c10::Stream getNewStream(c10::Device device, int) const override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
+    device = Resolved(device);
+    CheckDeviceIndex(device.index());
+    static std::array<std::atomic<uint32_t>, kMaxStreamDevices> next{};
+    const uint32_t slot = next[device.index() % kMaxStreamDevices]++ % kStreamPoolSize;
+    return c10::Stream(c10::Stream::UNSAFE, device, static_cast<c10::StreamId>(slot + 1));
   }
-  c10::Stream exchangeStream(c10::Stream stream) const noexcept override { return stream; }
+  c10::Stream exchangeStream(c10::Stream stream) const noexcept override {
+    const c10::Device device = Resolved(stream.device());
+    c10::StreamId& current = CurrentStreamIds()[device.index() % kMaxStreamDevices];
+    const c10::StreamId previous = current;
+    current = stream.id();
+    return c10::Stream(c10::Stream::UNSAFE, device, previous);
+  }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(exec::DeviceCount());
   }
@@ -121,7 +152,14 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<TpuEvent*>(event);
   }
-  bool queryStream(const c10::Stream&) const override { return true; }
+  // Whether the work launched so far has finished (one queue: every stream's work).
+  bool queryStream(const c10::Stream&) const override {
+    return Translate([] {
+      TpuEvent event;
+      event.outputs = exec::InFlightExecutions();
+      return event.Poll();
+    });
+  }
   void synchronizeStream(const c10::Stream&) const override { SynchronizeDevice(); }
   void synchronizeDevice(const c10::DeviceIndex) const override { SynchronizeDevice(); }
 };

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -26,9 +27,40 @@ constexpr char kMagic[8] = {'T', 'T', 'P', 'U', 'X', 'E', '1', '\n'};
 
 using Future = std::shared_future<std::shared_ptr<runtime::Executable>>;
 
+// Executables loaded in this process, least recently used dropped past a bound: each one holds
+// JIT code in a few memory mappings, and a process that loads tens of thousands (many shapes,
+// a long test run) reaches the kernel's mapping limit (vm.max_map_count), where the plugin's
+// code generation fails and crashes. A dropped executable is loaded again from the disk cache.
 struct MemoryCache {
+  struct Entry {
+    Future future;
+    uint64_t last_use = 0;
+  };
   std::mutex mutex;
-  std::unordered_map<ir::Signature, Future, ir::SignatureHash> entries;
+  std::unordered_map<ir::Signature, Entry, ir::SignatureHash> entries;
+  uint64_t clock = 0;
+  const size_t capacity = [] {
+    const char* value = std::getenv("TORCH_TPU_MEMORY_CACHE_ENTRIES");
+    const long long parsed = value != nullptr ? std::atoll(value) : 0;
+    return parsed > 0 ? static_cast<size_t>(parsed) : size_t{4096};
+  }();
+
+  // Drops the least recently used ready entries down to 90% of the capacity. Executions still
+  // running keep what they use alive (PJRT holds the compiled code until they finish).
+  void EvictIfFull() {
+    if (entries.size() <= capacity) return;
+    std::vector<std::pair<uint64_t, ir::Signature>> ready;
+    for (const auto& [signature, entry] : entries) {
+      if (entry.future.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        ready.emplace_back(entry.last_use, signature);
+      }
+    }
+    const size_t target = capacity - capacity / 10;
+    const size_t drop = std::min(ready.size(), entries.size() - std::min(entries.size(), target));
+    std::partial_sort(ready.begin(), ready.begin() + static_cast<std::ptrdiff_t>(drop), ready.end(),
+                      [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < drop; ++i) entries.erase(ready[i].second);
+  }
 };
 
 MemoryCache& Memory() {
@@ -200,10 +232,12 @@ std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signatur
     std::lock_guard<std::mutex> lock(cache.mutex);
     auto it = cache.entries.find(signature);
     if (it != cache.entries.end()) {
-      future = it->second;
+      future = it->second.future;
+      it->second.last_use = ++cache.clock;
     } else {
+      cache.EvictIfFull();
       future = promise.get_future().share();
-      cache.entries.emplace(signature, future);
+      cache.entries.emplace(signature, MemoryCache::Entry{future, ++cache.clock});
       owner = true;
     }
   }

@@ -201,10 +201,15 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   }
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<runtime::Buffer>> outputs;
-  const int64_t compiles_before = GetMetrics().compiles.load();
+  // A new executable for this process, compiled or loaded from the disk cache: both mean the cut
+  // met a structure it had not run before (volatility.h counts them per site).
+  auto executables_loaded = [] {
+    return GetMetrics().compiles.load() + GetMetrics().disk_cache_hits.load();
+  };
+  const int64_t loaded_before = executables_loaded();
   try {
     outputs = RunProgram(program, donated, device_index);
-    if (cut && GetMetrics().compiles.load() != compiles_before) NoteCompiledCut(program);
+    if (cut && executables_loaded() != loaded_before) NoteCompiledCut(program);
     if (GraphCapture* capture = ActiveGraphCapture()) capture->OnCut(program, targets);
   } catch (const runtime::PjrtError& e) {
     // A program of several ops is replayed op by op to name the one that failed.

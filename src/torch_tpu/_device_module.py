@@ -277,27 +277,19 @@ def mem_get_info(device=None) -> tuple[int, int]:
     return torch.accelerator.get_memory_info(_index(device))
 
 
-# ---- Streams (one in-order queue per device) ----
+# ---- Streams: ids over one in-order queue per device (csrc/aten/device.cc) ----
 
 
-class Stream:
-    def __init__(self, device=None, priority: int = 0):
-        self.device = torch.device("tpu", _index(device))
+class Stream(torch.Stream):
+    """``torch.tpu.Stream``, like ``torch.cuda.Stream``: a new stream from the device's pool, or an
+    existing one given by ``stream_id``/``device_index``/``device_type``. Work on every stream of
+    a device runs in one queue ordered by data dependencies, so ``wait_stream``/``wait_event``
+    orderings always hold."""
 
-    def synchronize(self) -> None:
-        synchronize()
-
-    def wait_stream(self, stream) -> None:
-        """Nothing to do: there is one queue per device, ordered by data dependencies."""
-
-    def query(self) -> bool:
-        """Whether all work launched so far has finished."""
-        return self.record_event().query()
-
-    def record_event(self, event=None):
-        event = event if event is not None else Event()
-        event.record()
-        return event
+    def __new__(cls, device=None, priority: int = 0, **existing):
+        if existing:
+            return super().__new__(cls, priority=priority, **existing)
+        return super().__new__(cls, device=torch.device("tpu", _index(device)), priority=priority)
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):  # noqa: N802
@@ -305,17 +297,36 @@ def Event(enable_timing: bool = False, blocking: bool = False, interprocess: boo
     return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
-def current_stream(device=None) -> Stream:
-    return Stream(device)
+def current_stream(device=None) -> torch.Stream:
+    """This thread's current stream on the device."""
+    return torch.accelerator.current_stream(_index(device))
 
 
-def default_stream(device=None) -> Stream:
-    return Stream(device)
+def default_stream(device=None) -> torch.Stream:
+    current = current_stream(device)
+    return torch.Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Makes `stream` current on its device, and its device current."""
+    torch.accelerator.set_stream(stream)
 
 
 @contextlib.contextmanager
 def stream(stream=None):
-    yield stream
+    """Makes `stream` current on its device (and its device current) inside the block; both are
+    restored on exit. ``None`` changes nothing."""
+    if stream is None:
+        yield
+        return
+    previous_device = current_device()
+    previous = torch.accelerator.current_stream(stream.device_index)
+    torch.accelerator.set_stream(stream)
+    try:
+        yield stream
+    finally:
+        torch.accelerator.set_stream(previous)
+        set_device(previous_device)
 
 
 # ---- Sharing: torch.multiprocessing and DLPack ----
@@ -440,9 +451,7 @@ def _register_dynamo_interface(device_interface) -> None:
                     cls, device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
                 )
 
-        class Stream(torch.Stream):
-            def __new__(cls, device=None, priority=0):
-                return super().__new__(cls, device=torch.device("tpu", _index(device)), priority=priority)
+        Stream = module.Stream
 
         class Worker:
             @staticmethod
