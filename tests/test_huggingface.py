@@ -130,6 +130,22 @@ def test_greedy_generate_matches_cpu(name, padded):
     assert torch.equal(actual.cpu(), expected)
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_assisted_decoding_matches_cpu(name):
+    # The assistant's candidates are checked with CPU index tensors (t[:, torch.tensor([0])]).
+    cpu, device_model = cpu_and_tpu_models(name)
+    torch.manual_seed(1)
+    cpu_assistant = MODELS[name]()
+    tpu_assistant = type(cpu_assistant)(cpu_assistant.config)
+    tpu_assistant.load_state_dict(cpu_assistant.state_dict())
+    tpu_assistant.to(TPU)
+    ids = tokens((1, 6), seed=5)
+    options = dict(max_new_tokens=10, do_sample=False)
+    expected = cpu.generate(ids, assistant_model=cpu_assistant, **options)
+    actual = device_model.generate(ids.to(TPU), assistant_model=tpu_assistant, **options)
+    assert torch.equal(actual.cpu(), expected)
+
+
 def test_greedy_generate_with_static_cache_matches_cpu():
     # The static cache writes each step into preallocated key/value tensors (index_copy_).
     # disable_compile: on tpu, transformers would torch.compile the decoding step with backend "tpu".

@@ -586,3 +586,29 @@ def test_masked_scatter_exact_size_source_and_grad():
     expected.backward(grad)
     got.backward(grad.to(TPU))
     assert_close(tpu_source.grad, source.grad)
+
+
+def test_cpu_index_tensors_are_accepted_as_on_cuda():
+    """Advanced indexing with index tensors on the CPU (Hugging Face's assisted decoding does
+    t[:, torch.tensor([0])]): CUDA copies them to the device, and so does tpu."""
+    x = make((4, 5))
+    rows, columns, mask = torch.tensor([2, 0, 2]), torch.tensor([1, 4]), torch.tensor([True, False, True, True])
+    for fn in [
+        lambda t: t[:, columns],
+        lambda t: t[rows],
+        lambda t: t[rows, columns[:1]],
+        lambda t: t[mask],
+    ]:
+        leaf_cpu, leaf_tpu = x.clone().requires_grad_(), x.to(TPU).requires_grad_()
+        expected, got = fn(leaf_cpu), fn(leaf_tpu)
+        assert_close(got, expected)
+        grad = make(expected.shape)
+        expected.backward(grad)
+        got.backward(grad.to(TPU))
+        assert_close(leaf_tpu.grad, leaf_cpu.grad)
+    values = make((3, 5))
+    same_on_both(lambda t, v: t.index_put_((rows,), v, accumulate=True), x, values)
+    same_on_both(lambda t: t.index_put_((rows, columns[:1]), torch.tensor(7.0)), x)
+    # Values (not indices) must still be on the tensor's device, as on CUDA.
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        x.to(TPU).index_put_((rows,), values)

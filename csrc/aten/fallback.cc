@@ -306,6 +306,30 @@ void AppendRandomKey(const c10::OperatorHandle& op, const c10::Stack& args, c10:
   }
 }
 
+// As on CUDA, advanced indexing accepts index tensors on the CPU (x[:, torch.tensor([0])],
+// index_put_): they are copied to the indexed tensor's device.
+void MoveCpuIndicesToDevice(const c10::FunctionSchema& schema, c10::Stack& stack, size_t begin) {
+  std::optional<c10::Device> device;
+  for (size_t i = begin; i < stack.size() && !device; ++i) {
+    if (stack[i].isTensor() && stack[i].toTensor().is_privateuseone()) {
+      device = stack[i].toTensor().device();
+    }
+  }
+  if (!device) return;
+  for (size_t i = begin; i < stack.size(); ++i) {
+    if (schema.arguments()[i - begin].name() != "indices" || !stack[i].isOptionalTensorList()) {
+      continue;
+    }
+    c10::List<std::optional<at::Tensor>> moved;
+    for (const auto& item : stack[i].toOptionalTensorList()) {
+      std::optional<at::Tensor> index = item;
+      if (index && index->defined() && index->is_cpu()) index = index->to(*device);
+      moved.push_back(index);
+    }
+    stack[i] = moved;
+  }
+}
+
 // x[mask] has a data-dependent shape: boolean index tensors become the long indices of their
 // true elements (a host read, as on CUDA), so the meta run and the lowering see fixed shapes.
 void ExpandBooleanIndices(c10::Stack& stack, size_t begin) {
@@ -376,6 +400,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     const auto& v = (*stack)[i];
     if (v.isTensor() && !check(v.toTensor())) return CpuFallback(op, stack);
   }
+  MoveCpuIndicesToDevice(schema, *stack, begin);
   if (lowering_name == "index") ExpandBooleanIndices(*stack, begin);
   const c10::Device device = OpDevice(*stack, begin);
   const c10::Stack args(stack->begin() + begin, stack->end());
