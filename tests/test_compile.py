@@ -156,7 +156,7 @@ def test_compiled_training_step_runs_four_programs_and_tracks_eager_and_the_cpu(
 def test_compiled_lm_training_step_matches_eager_with_few_programs():
     torch.manual_seed(0)
     model = LanguageModel(64, width=32, heads=2, layers=2, context=16)
-    tokens = [torch.randint(0, 64, (4, 17)) for _ in range(3)]
+    tokens = [torch.randint(0, 64, (4, 17)) for _ in range(4)]
 
     def lm_loss(m, t):
         return m.loss(t)
@@ -173,7 +173,8 @@ def test_compiled_lm_training_step_matches_eager_with_few_programs():
         for i, t in enumerate(tokens):
             loss, figures = counted(step, t.to(TPU))
             losses.append(loss.item())
-            if name == "compiled" and i > 0:
+            # Steps 1 and 2 compile: SGD's momentum buffers are created on the first, read after.
+            if name == "compiled" and i > 1:
                 assert figures["compiles"] == 0
                 # clip_grad_norm_ and the optimizer step are separate graphs (PyTorch's optimizer
                 # breaks the graph around its step), plus the backward's seed.

@@ -81,3 +81,8 @@ _optim.install()
 from torch_tpu import _compile  # noqa: E402
 
 _compile.install()
+
+# Meta functions replaced where PyTorch's fail on valid input (see _meta.py).
+from torch_tpu import _meta  # noqa: E402
+
+_meta.install()
