@@ -97,7 +97,11 @@ print((small + 1).cpu().tolist())
 
 
 def test_bad_device_index_is_a_clear_error():
-    with pytest.raises(RuntimeError, match=r"Invalid device index tpu:99: there is"):
+    count = torch.tpu.device_count()
+    message = (
+        rf"Invalid device index tpu:99. The device index is out of range. It must be in \[0, {count}\), but got 99"
+    )
+    with pytest.raises(RuntimeError, match=message):
         torch.empty(3, device="tpu:99")
     x = make((3,)).to("tpu")
     with pytest.raises(RuntimeError, match=r"Invalid device index"):

@@ -116,11 +116,11 @@ exec::DeviceStorage* StorageOf(const at::Tensor& tensor) { return StorageOf(tens
 
 void CheckDeviceIndex(c10::DeviceIndex index) {
   const int count = Translate([] { return static_cast<int>(exec::GetClient().devices().size()); });
+  // PyTorch's wording for accelerator indices (as torch.tpu's Python checks say it too).
   TORCH_CHECK(index >= 0 && index < count, "Invalid device index tpu:", static_cast<int>(index),
-              ": there ",
-              count == 1 ? "is 1 tpu device" : "are " + std::to_string(count) + " tpu devices",
-              " (tpu:0 .. tpu:", count - 1,
-              "). Set TORCH_TPU_NUM_DEVICES to change the number of CPU devices.");
+              ". The device index is out of range. It must be in [0, ", count, "), but got ",
+              static_cast<int>(index),
+              ". Set TORCH_TPU_NUM_DEVICES to change the number of CPU devices.");
 }
 
 c10::DeviceIndex CurrentDeviceIndex() { return g_current_device; }
