@@ -184,6 +184,8 @@ Value Exp(const Value& x) { return Unary("stablehlo.exponential", x); }
 Value Log(const Value& x) { return Unary("stablehlo.log", x); }
 Value Sqrt(const Value& x) { return Unary("stablehlo.sqrt", x); }
 Value Rsqrt(const Value& x) { return Unary("stablehlo.rsqrt", x); }
+Value Tanh(const Value& x) { return Unary("stablehlo.tanh", x); }
+Value Sigmoid(const Value& x) { return Unary("stablehlo.logistic", x); }
 Value And(const Value& a, const Value& b) { return Binary("stablehlo.and", a, b); }
 Value Or(const Value& a, const Value& b) { return Binary("stablehlo.or", a, b); }
 Value Not(const Value& x) { return Unary("stablehlo.not", x); }
@@ -223,6 +225,10 @@ Value Constant(double value, DType dtype, const Shape& shape) {
 
 Value ConstantLike(double value, const Value& like) {
   return Constant(value, like.dtype(), like.shape());
+}
+
+Value SumOver(const Value& x, const std::vector<int64_t>& dims) {
+  return Reduce(x, dims, "stablehlo.add", ir::ScalarConstant(0, x.dtype()));
 }
 
 Value Reduce(const Value& value, const std::vector<int64_t>& dims, const std::string& op,

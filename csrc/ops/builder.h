@@ -63,6 +63,8 @@ Value Exp(const Value& x);
 Value Log(const Value& x);
 Value Sqrt(const Value& x);
 Value Rsqrt(const Value& x);
+Value Tanh(const Value& x);
+Value Sigmoid(const Value& x);
 Value And(const Value& a, const Value& b);
 Value Or(const Value& a, const Value& b);
 Value Not(const Value& x);    // logical on bool, bitwise on integers
@@ -80,6 +82,7 @@ Value ConstantLike(double value, const Value& like);
 // Reduces `dims` with a binary StableHLO op ("stablehlo.add", "stablehlo.maximum", ...).
 Value Reduce(const Value& value, const std::vector<int64_t>& dims, const std::string& op,
              const Value& init);
+Value SumOver(const Value& x, const std::vector<int64_t>& dims);  // in x's dtype
 // Keeps reduced dims as size 1.
 Value KeepDims(const Value& reduced, const Shape& input_shape, const std::vector<int64_t>& dims);
 

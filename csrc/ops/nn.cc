@@ -20,9 +20,7 @@ namespace {
 Value C(double value, DType t) { return Constant(value, t); }
 Value Expm1(const Value& x) { return Unary("stablehlo.exponential_minus_one", x); }
 Value Log1p(const Value& x) { return Unary("stablehlo.log_plus_one", x); }
-Value Tanh(const Value& x) { return Unary("stablehlo.tanh", x); }
 Value Erf(const Value& x) { return Unary("chlo.erf", x); }
-Value Sigmoid(const Value& x) { return Unary("stablehlo.logistic", x); }
 Value Square(const Value& x) { return Mul(x, x); }
 Value Where(const Value& predicate, const Value& on_true, const Value& on_false) {
   const Shape shape =

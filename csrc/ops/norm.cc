@@ -20,10 +20,6 @@ std::vector<int64_t> DimsExcept(int64_t rank, const std::vector<int64_t>& kept) 
   return dims;
 }
 
-Value SumOver(const Value& x, const std::vector<int64_t>& dims) {
-  return Reduce(x, dims, "stablehlo.add", ir::ScalarConstant(0, x.dtype()));
-}
-
 Value MeanOver(const Value& x, const std::vector<int64_t>& dims) {
   int64_t count = 1;
   for (int64_t d : dims) count *= x.shape()[d];

@@ -9,8 +9,6 @@
 namespace torch_tpu::ops {
 namespace {
 
-Value Sigmoid(const Value& x) { return Unary("stablehlo.logistic", x); }
-Value Tanh(const Value& x) { return Unary("stablehlo.tanh", x); }
 Value OneMinus(const Value& x) { return Sub(ConstantLike(1, x), x); }
 
 // The `count` equal chunks of a [B, count * H] value along dim 1.
@@ -28,10 +26,6 @@ Value GatesWithBias(const LoweringContext& ctx, size_t gates, size_t bias, DType
   if (ctx.is_tensor(bias))
     value = Add(value, BroadcastInDim(Convert(ctx.tensor(bias), dtype), value.shape(), {1}));
   return value;
-}
-
-Value SumOverBatch(const Value& x) {
-  return Reduce(x, {0}, "stablehlo.add", ir::ScalarConstant(0, x.dtype()));
 }
 
 // _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias?, hidden_bias?)
@@ -68,7 +62,7 @@ std::vector<Value> FusedLstmCellBackwardLowering(LoweringContext& ctx) {
   Value grad_gates = Concatenate({grad_in, grad_forget, grad_cell, grad_out}, 1);
   std::vector<Value> results = {Convert(grad_gates, ctx.output(0).dtype),
                                 Convert(Mul(grad_c, forget), ctx.output(1).dtype)};
-  results.push_back(ctx.bool_arg(5) ? Convert(SumOverBatch(grad_gates), ctx.output(2).dtype)
+  results.push_back(ctx.bool_arg(5) ? Convert(SumOver(grad_gates, {0}), ctx.output(2).dtype)
                                     : Value{});
   return results;
 }
@@ -104,8 +98,8 @@ std::vector<Value> FusedGruCellBackwardLowering(LoweringContext& ctx) {
   const bool has_bias = ctx.bool_arg(2);
   return {Convert(grad_input, ctx.output(0).dtype), Convert(grad_hidden, ctx.output(1).dtype),
           Convert(Mul(grad_hy, update), ctx.output(2).dtype),
-          has_bias ? Convert(SumOverBatch(grad_input), ctx.output(3).dtype) : Value{},
-          has_bias ? Convert(SumOverBatch(grad_hidden), ctx.output(4).dtype) : Value{}};
+          has_bias ? Convert(SumOver(grad_input, {0}), ctx.output(3).dtype) : Value{},
+          has_bias ? Convert(SumOver(grad_hidden, {0}), ctx.output(4).dtype) : Value{}};
 }
 
 LoweringRegistrar registrar({

@@ -78,11 +78,14 @@ at::Tensor TensorOver(const c10::Storage& storage, const Layout& layout) {
 class CompiledGraphPlan {
  public:
   CompiledGraphPlan(exec::GraphPlan plan, std::vector<InputSpec> inputs,
-                    std::vector<OutputSpec> outputs, bool tuple)
+                    std::vector<OutputSpec> outputs, bool tuple, std::vector<int> sharing,
+                    std::vector<size_t> input_arg)
       : plan_(std::move(plan)),
         inputs_(std::move(inputs)),
         outputs_(std::move(outputs)),
-        tuple_(tuple) {}
+        tuple_(tuple),
+        sharing_(std::move(sharing)),
+        input_arg_(std::move(input_arg)) {}
 
   // The graph's outputs, or None when this call's inputs differ from the captured layout.
   py::object Run(const py::list& args) {
@@ -152,14 +155,13 @@ class CompiledGraphPlan {
     return std::move(outputs);
   }
 
-  std::vector<int> sharing_;
-  std::vector<size_t> input_arg_;  // per tpu input: its position among the arguments
-
  private:
   exec::GraphPlan plan_;
   std::vector<InputSpec> inputs_;
   std::vector<OutputSpec> outputs_;
   bool tuple_;
+  std::vector<int> sharing_;       // SharingPattern of the tpu inputs
+  std::vector<size_t> input_arg_;  // per tpu input: its position among the arguments
 };
 
 // A capture, opened before a graph's first call and finished after its cut.
@@ -235,11 +237,9 @@ class CompiledGraphCapture {
       // A new value no output holds was kept alive by something else: not replayable.
       if (plan->result_input[r] < 0 && !result_used[r]) return py::none();
     }
-    auto compiled = std::make_shared<CompiledGraphPlan>(std::move(*plan), std::move(inputs_),
-                                                        std::move(specs), tuple);
-    compiled->sharing_ = SharingPattern(storages_);
-    compiled->input_arg_ = input_arg_;
-    return py::cast(compiled);
+    return py::cast(std::make_shared<CompiledGraphPlan>(std::move(*plan), std::move(inputs_),
+                                                        std::move(specs), tuple,
+                                                        SharingPattern(storages_), input_arg_));
   }
 
   void Abandon() { capture_.reset(); }
