@@ -129,7 +129,8 @@ bool DiskCacheEnabled() {
 }
 
 std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signature,
-                                                   const std::function<std::string()>& print) {
+                                                   const std::function<std::string()>& print,
+                                                   const runtime::CompileOptions& options) {
   runtime::Client& client = GetClient();
   Metrics& metrics = GetMetrics();
   fs::path path;
@@ -163,7 +164,7 @@ std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signatur
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<runtime::Executable> executable;
   try {
-    executable = client.Compile(text, runtime::CompileOptions{});
+    executable = client.Compile(text, options);
   } catch (const runtime::PjrtError& e) {
     const std::string dump = DumpProgram(signature, text);
     throw runtime::PjrtError(
@@ -224,6 +225,12 @@ std::string PluginIdentity() {
 
 std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signature,
                                                    const std::function<std::string()>& print) {
+  return GetExecutable(signature, print, runtime::CompileOptions{});
+}
+
+std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signature,
+                                                   const std::function<std::string()>& print,
+                                                   const runtime::CompileOptions& options) {
   MemoryCache& cache = Memory();
   std::promise<std::shared_ptr<runtime::Executable>> promise;
   Future future;
@@ -246,7 +253,7 @@ std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signatur
     return future.get();
   }
   try {
-    promise.set_value(CompileOrLoad(signature, print));
+    promise.set_value(CompileOrLoad(signature, print, options));
   } catch (...) {
     // A failed compile is not cached: waiters see the error, later callers try again.
     promise.set_exception(std::current_exception());

@@ -17,6 +17,10 @@ std::string PluginIdentity();
 // Returns the executable for `signature`; `print` produces the StableHLO text on a miss.
 std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signature,
                                                    const std::function<std::string()>& print);
+// The same, compiled with `options`; the signature must already tell these options apart.
+std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signature,
+                                                   const std::function<std::string()>& print,
+                                                   const runtime::CompileOptions& options);
 
 // Writes `text` to the dump directory and returns the path.
 std::string DumpProgram(const ir::Signature& signature, const std::string& text);

@@ -392,9 +392,9 @@ TensorType PackType(const ScalarPack& pack) {
 
 class Printer {
  public:
-  std::string Print(const Program& program) {
-    out_ << "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : "
-            "i32} {\n";
+  std::string Print(const Program& program, int num_replicas) {
+    out_ << "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = "
+         << num_replicas << " : i32} {\n";
     out_ << "  func.func public @main(";
     for (size_t i = 0; i < program.parameters.size(); ++i) {
       const Node* parameter = program.parameters[i];
@@ -513,6 +513,8 @@ class Printer {
 
 }  // namespace
 
-std::string PrintProgram(const Program& program) { return Printer().Print(program); }
+std::string PrintProgram(const Program& program, int num_replicas) {
+  return Printer().Print(program, num_replicas);
+}
 
 }  // namespace torch_tpu::ir

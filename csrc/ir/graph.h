@@ -175,7 +175,8 @@ struct SignatureHash {
 // Without shapes (ranks kept, attributes dropped): what stays the same when only sizes change.
 Signature ComputeSignature(const Program& program, uint64_t salt, bool with_shapes = true);
 
-std::string PrintProgram(const Program& program);
+// `num_replicas`: how many replicas run the program at once (collectives inside the program).
+std::string PrintProgram(const Program& program, int num_replicas = 1);
 
 // A 128-bit hash of bytes, for signatures, plugin identities and cache checksums.
 struct Hasher {

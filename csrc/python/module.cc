@@ -13,6 +13,8 @@
 #include "ops/lowering.h"
 #include "ops/precision.h"
 #include "python/compiled_graph.h"
+#include "python/distributed.h"
+#include "python/in_program.h"
 
 namespace py = pybind11;
 using namespace torch_tpu;
@@ -194,6 +196,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_exit_compiled_graph", [] { CloseInnermostPythonScope(exec::kCompiledGraphReason); });
   python::BindCompiledGraphs(m);
+  python::BindInProgramCollectives(m);
+  python::BindDistributed(m);
   m.def("_metrics", &Metrics);
   m.def("_reset_metrics", [] { exec::GetMetrics().Reset(); });
   m.def("_cache_dir", [] { return exec::CacheDirectory(); });

@@ -262,6 +262,46 @@ std::vector<std::shared_ptr<Buffer>> Executable::Execute(const std::vector<PJRT_
   return results;
 }
 
+std::vector<std::vector<std::shared_ptr<Buffer>>> Executable::ExecuteReplicated(
+    const std::vector<std::vector<PJRT_Buffer*>>& argument_lists) {
+  const size_t num_args = argument_lists.empty() ? 0 : argument_lists[0].size();
+  for (const auto& arguments : argument_lists) {
+    if (arguments.size() != num_args)
+      throw std::invalid_argument("ExecuteReplicated: every replica needs the same arguments");
+  }
+  std::vector<int64_t> non_donatable(num_args);
+  for (size_t i = 0; i < num_args; ++i) non_donatable[i] = static_cast<int64_t>(i);
+  auto options = MakeArgs<PJRT_ExecuteOptions>(PJRT_ExecuteOptions_STRUCT_SIZE);
+  options.non_donatable_input_indices = non_donatable.data();
+  options.num_non_donatable_input_indices = non_donatable.size();
+
+  std::vector<PJRT_Buffer* const*> argument_pointers;
+  std::vector<std::vector<PJRT_Buffer*>> outputs(argument_lists.size());
+  std::vector<PJRT_Buffer**> output_pointers;
+  for (size_t r = 0; r < argument_lists.size(); ++r) {
+    argument_pointers.push_back(argument_lists[r].data());
+    outputs[r].assign(num_outputs_, nullptr);
+    output_pointers.push_back(outputs[r].data());
+  }
+  auto args = PJRT_ARGS(PJRT_LoadedExecutable_Execute);
+  args.executable = executable_;
+  args.options = &options;
+  args.argument_lists = argument_pointers.data();
+  args.num_devices = argument_lists.size();
+  args.num_args = num_args;
+  args.output_lists = output_pointers.data();
+  args.execute_device = nullptr;  // the devices of the compile-time assignment
+  PJRT_CALL(*plugin_, PJRT_LoadedExecutable_Execute, args);
+
+  std::vector<std::vector<std::shared_ptr<Buffer>>> results(outputs.size());
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    for (PJRT_Buffer* output : outputs[r]) {
+      results[r].push_back(std::make_shared<Buffer>(plugin_, output));
+    }
+  }
+  return results;
+}
+
 std::string Executable::Serialize() const {
   auto get_args = PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable);
   get_args.loaded_executable = executable_;
@@ -307,18 +347,38 @@ void AppendBytesField(std::string& out, int field, const std::string& bytes) {
   out += bytes;
 }
 
+// xla.DeviceAssignmentProto: replica_count = 1, computation_count = 2, computation_devices = 3,
+// each a ComputationDevice whose replica_device_ids = 1 lists one device per replica.
+std::string EncodeDeviceAssignment(const std::vector<int64_t>& replica_devices) {
+  std::string computation;
+  for (int64_t device : replica_devices) AppendIntField(computation, 1, device);
+  std::string out;
+  AppendIntField(out, 1, static_cast<int64_t>(replica_devices.size()));
+  AppendIntField(out, 2, 1);
+  AppendBytesField(out, 3, computation);
+  return out;
+}
+
 }  // namespace
 
 std::string EncodeCompileOptions(const CompileOptions& options) {
-  // ExecutableBuildOptionsProto: device_ordinal = 1, num_replicas = 4, num_partitions = 5.
+  const bool assigned = !options.device_assignment.empty();
+  if (assigned && (options.num_partitions != 1 ||
+                   options.device_assignment.size() != static_cast<size_t>(options.num_replicas))) {
+    throw std::invalid_argument(
+        "CompileOptions: a device assignment names one device per replica, with one partition");
+  }
+  // ExecutableBuildOptionsProto: device_ordinal = 1, num_replicas = 4, num_partitions = 5,
+  // device_assignment = 9.
   std::string build;
   AppendIntField(build, 1, -1);
   AppendIntField(build, 4, options.num_replicas);
   AppendIntField(build, 5, options.num_partitions);
+  if (assigned) AppendBytesField(build, 9, EncodeDeviceAssignment(options.device_assignment));
   // CompileOptionsProto: executable_build_options = 3, compile_portable_executable = 4.
   std::string out;
   AppendBytesField(out, 3, build);
-  if (options.portable) AppendIntField(out, 4, 1);
+  if (options.portable && !assigned) AppendIntField(out, 4, 1);
   return out;
 }
 
@@ -366,8 +426,17 @@ std::shared_ptr<Client> Client::Create(std::shared_ptr<Plugin> plugin, int cpu_d
     auto kind_args = PJRT_ARGS(PJRT_DeviceDescription_Kind);
     kind_args.device_description = description_args.device_description;
     PJRT_CALL(*plugin, PJRT_DeviceDescription_Kind, kind_args);
+    // The global id, which device assignments name; a plugin without the entry uses the index.
+    int64_t id = -1;
+    if (plugin->HasEntry(offsetof(PJRT_Api, PJRT_DeviceDescription_Id))) {
+      auto id_args = PJRT_ARGS(PJRT_DeviceDescription_Id);
+      id_args.device_description = description_args.device_description;
+      PJRT_CALL(*plugin, PJRT_DeviceDescription_Id, id_args);
+      id = id_args.id;
+    }
     client->devices_.emplace_back(device, static_cast<int>(i),
-                                  std::string(kind_args.device_kind, kind_args.device_kind_size));
+                                  std::string(kind_args.device_kind, kind_args.device_kind_size),
+                                  id);
   }
   return client;
 }

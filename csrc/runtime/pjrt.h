@@ -93,16 +93,19 @@ class Event {
 
 class Device {
  public:
-  Device(PJRT_Device* device, int index, std::string kind)
-      : device_(device), index_(index), kind_(std::move(kind)) {}
+  Device(PJRT_Device* device, int index, std::string kind, int64_t id = -1)
+      : device_(device), index_(index), kind_(std::move(kind)), id_(id < 0 ? index : id) {}
   PJRT_Device* raw() const { return device_; }
   int index() const { return index_; }
   const std::string& kind() const { return kind_; }
+  // The plugin's global device id, which device assignments name (the index on one host).
+  int64_t id() const { return id_; }
 
  private:
   PJRT_Device* device_;
   int index_;
   std::string kind_;
+  int64_t id_;
 };
 
 class Buffer {
@@ -144,6 +147,11 @@ class Executable {
   std::vector<std::shared_ptr<Buffer>> Execute(const std::vector<PJRT_Buffer*>& arguments,
                                                const std::vector<bool>& donated,
                                                const Device& device);
+  // Runs once on every device of the executable's device assignment, in one launch: list r
+  // holds replica r's arguments (on its assigned device). Returns each replica's outputs.
+  // Arguments are never donated.
+  std::vector<std::vector<std::shared_ptr<Buffer>>> ExecuteReplicated(
+      const std::vector<std::vector<PJRT_Buffer*>>& argument_lists);
   // Plugin-specific serialized form, for the disk cache.
   std::string Serialize() const;
 
@@ -158,6 +166,9 @@ struct CompileOptions {
   int num_partitions = 1;
   // Portable executables run on any device chosen at execute time.
   bool portable = true;
+  // Replica r runs on the device with id device_assignment[r] (num_partitions must be 1). When
+  // given, the executable is not portable: it is launched on all its devices at once.
+  std::vector<int64_t> device_assignment;
 };
 
 // Hand-encoded xla.CompileOptionsProto; an empty options string aborts the CPU plugin.

@@ -86,3 +86,6 @@ _compile.install()
 from torch_tpu import _meta  # noqa: E402
 
 _meta.install()
+
+# The "tpu" c10d backend, so init_process_group() on tpu needs no backend argument.
+from torch_tpu import distributed  # noqa: E402, F401

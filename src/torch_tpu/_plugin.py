@@ -44,7 +44,9 @@ def candidates() -> list[tuple[str, str]]:
 
 
 def num_devices() -> int:
-    value = os.environ.get("TORCH_TPU_NUM_DEVICES", "")
+    """CPU devices to create: TORCH_TPU_NUM_DEVICES, else one per local process under torchrun
+    (the device index is the local rank), else 1."""
+    value = os.environ.get("TORCH_TPU_NUM_DEVICES", "") or os.environ.get("LOCAL_WORLD_SIZE", "")
     try:
         return int(value) if value else 1
     except ValueError:

@@ -111,6 +111,50 @@ TEST(Executable, CompileErrorCarriesPluginMessage) {
   }
 }
 
+// Two replicas in one launch: each returns the cross-replica sum and its own replica id.
+const char kReplicatedSumProgram[] = R"(module attributes {mhlo.num_replicas = 2 : i32} {
+  func.func @main(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<ui32>) {
+    %sum = "stablehlo.all_reduce"(%x) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = "stablehlo.add"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      "stablehlo.return"(%s) : (tensor<f32>) -> ()
+    }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<3xf32>) -> tensor<3xf32>
+    %id = "stablehlo.replica_id"() : () -> tensor<ui32>
+    return %sum, %id : tensor<3xf32>, tensor<ui32>
+  }
+})";
+
+TEST(Executable, ExecuteReplicatedFollowsTheDeviceAssignment) {
+  auto client = TestClient();
+  const auto& devices = client->devices();
+  CompileOptions options;
+  options.num_replicas = 2;
+  options.device_assignment = {devices[1].id(), devices[0].id()};  // replica 0 on device 1
+  auto executable = client->Compile(kReplicatedSumProgram, options);
+  const float a[3] = {1, 2, 3};
+  const float b[3] = {10, 20, 30};
+  auto x0 = client->BufferFromHost(a, ElementType::kF32, {3}, devices[1]);
+  auto x1 = client->BufferFromHost(b, ElementType::kF32, {3}, devices[0]);
+  auto outputs = executable->ExecuteReplicated({{x0->raw()}, {x1->raw()}});
+  ASSERT_EQ(outputs.size(), 2u);
+  for (uint32_t replica = 0; replica < 2; ++replica) {
+    ASSERT_EQ(outputs[replica].size(), 2u);
+    float sum[3] = {};
+    outputs[replica][0]->ToHost(sum, sizeof(sum));
+    for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(sum[i], a[i] + b[i]);
+    uint32_t id = 99;
+    outputs[replica][1]->ToHost(&id, sizeof(id));
+    EXPECT_EQ(id, replica);
+  }
+}
+
+TEST(CompileOptions, DeviceAssignmentNeedsOneDevicePerReplica) {
+  CompileOptions options;
+  options.num_replicas = 2;
+  options.device_assignment = {0};
+  EXPECT_THROW(EncodeCompileOptions(options), std::invalid_argument);
+}
+
 TEST(CompileOptions, EncodingIsNonEmptyAndStable) {
   const std::string encoded = EncodeCompileOptions(CompileOptions{});
   ASSERT_FALSE(encoded.empty());
