@@ -70,3 +70,4 @@ bench: build
 	$(PY) benchmarks/bench_train.py
 	$(PY) benchmarks/bench_precision.py
 	$(PY) benchmarks/bench_modes.py
+	$(PY) benchmarks/bench_distributed.py

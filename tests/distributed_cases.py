@@ -142,6 +142,14 @@ def case_collective_details(rank: int, world: int) -> dict:
     listing = [f"from-{rank}", rank] if rank == 0 else [None, None]
     dist.broadcast_object_list(listing, src=0)
     out["broadcast_object_list"] = listing
+    received = [None]
+    dist.scatter_object_list(received, [("to", r) for r in range(world)] if rank == 0 else None, src=0)
+    out["scatter_object_list"] = received[0]
+    gathered_objects = [None] * world if rank == 0 else None
+    dist.gather_object(f"rank {rank}", gathered_objects, dst=0)
+    out["gather_object"] = gathered_objects
+    # One process per device: under torchrun the current device is the local rank's.
+    out["current_device"] = torch.tpu.current_device()
     # A subgroup of the even ranks, and one of the odd ranks.
     groups = [dist.new_group([r for r in range(world) if r % 2 == parity]) for parity in (0, 1)]
     mine = groups[rank % 2]
@@ -172,6 +180,7 @@ def case_errors(rank: int, world: int) -> dict:
     dtype = torch.float32 if rank == 0 else torch.int32
     out["dtype_mismatch"] = message(lambda: dist.broadcast(torch.ones(3, dtype=dtype, device=tpu), src=0))
     out["cpu_tensor"] = message(lambda: dist.all_reduce(torch.ones(3)))
+    out["unsupported_op"] = message(lambda: dist.all_reduce(torch.ones(3, device=tpu), op=dist.ReduceOp.BAND))
     t = torch.ones(3, device=tpu)
     dist.all_reduce(t)
     out["after_errors"] = t

@@ -4,6 +4,8 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include <array>
+#include <cstring>
 #include <sstream>
 
 namespace torch_tpu::distributed {
@@ -83,32 +85,40 @@ void FinishReduce(const c10d::ReduceOp& op, std::vector<at::Tensor>& host_result
 // ---- The cross-rank fingerprint ----
 
 constexpr int kMaxFingerprintDims = 8;
-// kind, tensor count, dtype, rank, numel, then the leading sizes.
-constexpr int kFingerprintLength = 5 + kMaxFingerprintDims;
+
+// kind, tensor count, dtype, rank, numel, then the leading sizes; as bytes for the store.
+using Fingerprint = std::array<int64_t, 5 + kMaxFingerprintDims>;
 
 int64_t KindCode(const char* name) {
   return static_cast<int64_t>(std::hash<std::string>()(name) & 0x7fffffffffffffffull);
 }
 
-at::Tensor Fingerprint(const char* name, const std::vector<at::Tensor>& tensors, bool same_shape) {
-  auto fingerprint = at::zeros({kFingerprintLength}, at::kLong);
-  auto* data = fingerprint.data_ptr<int64_t>();
+std::vector<uint8_t> FingerprintBytes(const char* name, const std::vector<at::Tensor>& tensors,
+                                      bool same_shape) {
+  Fingerprint data{};
   data[0] = KindCode(name);
   data[1] = static_cast<int64_t>(tensors.size());
-  if (tensors.empty()) return fingerprint;
-  const at::Tensor& first = tensors.front();
-  data[2] = static_cast<int64_t>(first.scalar_type());
-  if (!same_shape) return fingerprint;
-  data[3] = first.dim();
-  data[4] = first.numel();
-  for (int64_t d = 0; d < std::min<int64_t>(first.dim(), kMaxFingerprintDims); ++d) {
-    data[5 + d] = first.size(d);
+  if (!tensors.empty()) {
+    const at::Tensor& first = tensors.front();
+    data[2] = static_cast<int64_t>(first.scalar_type());
+    if (same_shape) {
+      data[3] = first.dim();
+      data[4] = first.numel();
+      for (int64_t d = 0; d < std::min<int64_t>(first.dim(), kMaxFingerprintDims); ++d) {
+        data[5 + d] = first.size(d);
+      }
+    }
   }
-  return fingerprint;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(data.data());
+  return std::vector<uint8_t>(bytes, bytes + sizeof(Fingerprint));
 }
 
-std::string DescribeFingerprint(const at::Tensor& fingerprint, bool same_shape) {
-  const auto* data = fingerprint.data_ptr<int64_t>();
+std::string DescribeFingerprint(const char* name, const std::vector<uint8_t>& bytes,
+                                bool same_shape) {
+  Fingerprint data{};
+  if (bytes.size() != sizeof(Fingerprint)) return "an unreadable entry";
+  std::memcpy(data.data(), bytes.data(), sizeof(Fingerprint));
+  if (data[0] != KindCode(name)) return "a different collective";
   if (data[1] == 0) return "no tensors";
   std::ostringstream out;
   if (data[1] > 1) out << data[1] << " x ";
@@ -122,7 +132,11 @@ std::string DescribeFingerprint(const at::Tensor& fingerprint, bool same_shape) 
   return out.str();
 }
 
-std::string MarkerKey(int rank) { return "tpu_collectives/" + std::to_string(rank); }
+// Where a rank leaves its fingerprint of collective `index`; it deletes it once the collective
+// is done, so the keys present name the ranks that reached a collective still running.
+std::string EntryKey(uint64_t index, int rank) {
+  return "tpu_collectives/" + std::to_string(index) + "/" + std::to_string(rank);
+}
 
 // A completed Work: the collective ran before the call returned.
 class CompletedWork final : public c10d::Work {
@@ -179,25 +193,20 @@ void ProcessGroupTPU::setTimeout(std::chrono::milliseconds timeout) {
 
 void ProcessGroupTPU::Wait(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
 
-void ProcessGroupTPU::CheckSameAcrossRanks(const char* name, const std::vector<at::Tensor>& tensors,
+void ProcessGroupTPU::CheckSameAcrossRanks(const char* name, const std::vector<uint8_t>& mine,
                                            bool same_shape) {
-  std::vector<at::Tensor> mine = {Fingerprint(name, tensors, same_shape)};
-  std::vector<std::vector<at::Tensor>> all(1);
-  for (int r = 0; r < size_; ++r) all[0].push_back(at::empty_like(mine[0]));
-  Wait(host_->allgather(all, mine));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(EntryKey(collectives_, r));
+  store_->wait(keys, timeout_);
+  const auto all = store_->multiGet(keys);
   bool same = true;
-  for (const auto& other : all[0]) same = same && other.equal(mine[0]);
+  for (const auto& other : all) same = same && other == mine;
   if (same) return;
   std::ostringstream message;
   message << "tpu: " << name << " was called with tensors that differ between ranks:";
   for (int r = 0; r < size_; ++r) {
-    const auto* data = all[0][r].data_ptr<int64_t>();
-    message << (r ? ";" : "") << " rank " << r << " has ";
-    if (data[0] != KindCode(name)) {
-      message << "a different collective";
-    } else {
-      message << DescribeFingerprint(all[0][r], same_shape);
-    }
+    message << (r ? ";" : "") << " rank " << r << " has "
+            << DescribeFingerprint(name, all[r], same_shape);
   }
   C10_THROW_ERROR(ValueError, message.str());
 }
@@ -207,17 +216,9 @@ void ProcessGroupTPU::RaiseHostFailure(const char* name, const std::exception& e
   message << "tpu: " << name << " (collective " << collectives_ << " of this group, rank " << rank_
           << " of " << size_ << ") failed: " << error.what();
   try {
-    std::vector<std::string> missing;
+    std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      std::string reached = "none";
-      if (store_->check({MarkerKey(r)})) {
-        auto bytes = store_->get(MarkerKey(r));
-        reached.assign(bytes.begin(), bytes.end());
-      }
-      if (reached == "none" || std::stoull(reached) < collectives_) {
-        missing.push_back(std::to_string(r) + " (at collective " + reached + ")");
-      }
+      if (!store_->check({EntryKey(collectives_, r)})) missing.push_back(r);
     }
     if (missing.empty()) {
       message << "\nEvery rank of the group reached this collective.";
@@ -237,11 +238,17 @@ void ProcessGroupTPU::RunCollective(const char* name, const std::vector<at::Tens
   const bool across_ranks = size_ > 1;
   try {
     if (across_ranks) {
-      const std::string reached = std::to_string(collectives_);
-      store_->set(MarkerKey(rank_), std::vector<uint8_t>(reached.begin(), reached.end()));
+      const auto mine = FingerprintBytes(name, representative, same_shape);
+      store_->set(EntryKey(collectives_, rank_), mine);
+      if (check_across_ranks_) {
+        CheckSameAcrossRanks(name, mine, same_shape);
+        // Every rank has now left its entry for this collective, so each has read the previous
+        // one's entries: ours can go. (Deleting it when done could race with a slower reader.)
+        if (collectives_ > 1) store_->deleteKey(EntryKey(collectives_ - 1, rank_));
+      }
     }
-    if (across_ranks && check_across_ranks_) CheckSameAcrossRanks(name, representative, same_shape);
     body();
+    if (across_ranks && !check_across_ranks_) store_->deleteKey(EntryKey(collectives_, rank_));
   } catch (const c10::ValueError&) {
     throw;
   } catch (const c10::DistError& error) {
