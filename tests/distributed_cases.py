@@ -55,52 +55,81 @@ def _cpu(value):
 # ---- Collectives ----
 
 
-def case_collectives(rank: int, world: int) -> dict:
-    """Every collective over every dtype on the whole world; results keyed for the test."""
+SUBGROUPS = [[0, 2], [1, 3]]  # at world 4: strided, so a group's ranks are not neighbours
+
+
+def collective_matrix(rank: int, members: list[int], group) -> dict:
+    """Every collective over every dtype on `group` (global ranks `members`). Inputs are keyed by
+    global rank, so data that crossed from another group would show."""
     tpu = torch.device("tpu", torch.tpu.current_device())
+    me, n = members.index(rank), len(members)
     out = {}
     for dtype in DTYPES:
         d = str(dtype).removeprefix("torch.")
         for op in reduce_ops_for(dtype):
             t = rank_input(f"ar-{d}-{op}", rank, (3, 5), dtype).to(tpu)
-            dist.all_reduce(t, op=reduce_op(op))
+            dist.all_reduce(t, op=reduce_op(op), group=group)
             out[f"all_reduce/{d}/{op}"] = t
         t = rank_input(f"bc-{d}", rank, (7,), dtype).to(tpu)
-        dist.broadcast(t, src=world - 1)
+        dist.broadcast(t, src=members[-1], group=group)
         out[f"broadcast/{d}"] = t
-        gathered = [torch.empty(2, 3, dtype=dtype, device=tpu) for _ in range(world)]
-        dist.all_gather(gathered, rank_input(f"ag-{d}", rank, (2, 3), dtype).to(tpu))
+        gathered = [torch.empty(2, 3, dtype=dtype, device=tpu) for _ in range(n)]
+        dist.all_gather(gathered, rank_input(f"ag-{d}", rank, (2, 3), dtype).to(tpu), group=group)
         out[f"all_gather/{d}"] = torch.stack(gathered)
-        whole = torch.empty(world * 2, 3, dtype=dtype, device=tpu)
-        dist.all_gather_into_tensor(whole, rank_input(f"agt-{d}", rank, (2, 3), dtype).to(tpu))
+        whole = torch.empty(n * 2, 3, dtype=dtype, device=tpu)
+        dist.all_gather_into_tensor(whole, rank_input(f"agt-{d}", rank, (2, 3), dtype).to(tpu), group=group)
         out[f"all_gather_into_tensor/{d}"] = whole
         shard = torch.empty(2, 3, dtype=dtype, device=tpu)
-        dist.reduce_scatter_tensor(shard, rank_input(f"rs-{d}", rank, (world * 2, 3), dtype).to(tpu))
+        dist.reduce_scatter_tensor(shard, rank_input(f"rs-{d}", rank, (n * 2, 3), dtype).to(tpu), group=group)
         out[f"reduce_scatter_tensor/{d}"] = shard
-        received = torch.empty(world * 2, dtype=dtype, device=tpu)
-        dist.all_to_all_single(received, rank_input(f"a2a-{d}", rank, (world * 2,), dtype).to(tpu))
+        received = torch.empty(n * 2, dtype=dtype, device=tpu)
+        dist.all_to_all_single(received, rank_input(f"a2a-{d}", rank, (n * 2,), dtype).to(tpu), group=group)
         out[f"all_to_all_single/{d}"] = received
         t = rank_input(f"red-{d}", rank, (4,), dtype).to(tpu)
-        dist.reduce(t, dst=0, op=dist.ReduceOp.SUM)
+        dist.reduce(t, dst=members[0], op=dist.ReduceOp.SUM, group=group)
         out[f"reduce/{d}"] = t
-        pieces = [torch.empty(3, dtype=dtype, device=tpu) for _ in range(world)] if rank == 0 else None
-        dist.gather(rank_input(f"ga-{d}", rank, (3,), dtype).to(tpu), pieces, dst=0)
-        out[f"gather/{d}"] = torch.stack(pieces) if rank == 0 else None
+        pieces = [torch.empty(3, dtype=dtype, device=tpu) for _ in range(n)] if me == 0 else None
+        dist.gather(rank_input(f"ga-{d}", rank, (3,), dtype).to(tpu), pieces, dst=members[0], group=group)
+        out[f"gather/{d}"] = torch.stack(pieces) if me == 0 else None
         mine = torch.empty(3, dtype=dtype, device=tpu)
-        sources = [rank_input(f"sc-{d}-{i}", 0, (3,), dtype).to(tpu) for i in range(world)] if rank == 0 else None
-        dist.scatter(mine, sources, src=0)
+        sources = [rank_input(f"sc-{d}-{i}", rank, (3,), dtype).to(tpu) for i in range(n)] if me == 0 else None
+        dist.scatter(mine, sources, src=members[0], group=group)
         out[f"scatter/{d}"] = mine
-        # A ring of send/recv: even ranks send first, so no pair waits on the other.
+        # A ring of send/recv: even group ranks send first, so no pair waits on the other.
         received = torch.empty(4, dtype=dtype, device=tpu)
         payload = rank_input(f"p2p-{d}", rank, (4,), dtype).to(tpu)
-        right, left = (rank + 1) % world, (rank - 1) % world
-        if rank % 2 == 0:
-            dist.send(payload, right)
-            dist.recv(received, left)
+        right, left = members[(me + 1) % n], members[(me - 1) % n]
+        if me % 2 == 0:
+            dist.send(payload, right, group=group)
+            dist.recv(received, left, group=group)
         else:
-            dist.recv(received, left)
-            dist.send(payload, right)
+            dist.recv(received, left, group=group)
+            dist.send(payload, right, group=group)
         out[f"send_recv/{d}"] = received
+    return _cpu(out)
+
+
+def case_collectives(rank: int, world: int) -> dict:
+    return collective_matrix(rank, list(range(world)), None)
+
+
+def case_subgroup_collectives(rank: int, world: int) -> dict:
+    groups = [dist.new_group(members) for members in SUBGROUPS]
+    index = next(i for i, members in enumerate(SUBGROUPS) if rank in members)
+    return collective_matrix(rank, SUBGROUPS[index], groups[index])
+
+
+def case_device_mesh(rank: int, world: int) -> dict:
+    """A 2x2 mesh's sub-meshes: each row's and each column's group reduces only its own ranks."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    tpu = torch.device("tpu", torch.tpu.current_device())
+    mesh = init_device_mesh("tpu", (2, world // 2), mesh_dim_names=("dp", "tp"))
+    out = {}
+    for name in ("dp", "tp"):
+        t = rank_input(f"mesh-{name}", rank, (4,), torch.float32).to(tpu)
+        dist.all_reduce(t, group=mesh[name].get_group())
+        out[name] = t
     return _cpu(out)
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from conftest import run_python
-from distributed_cases import DTYPES, PREMUL_FACTOR, rank_input, reduce_ops_for
+from distributed_cases import DTYPES, PREMUL_FACTOR, SUBGROUPS, rank_input, reduce_ops_for
 
 import torch_tpu
 
@@ -78,8 +78,9 @@ def result(results: list[dict], case: str, rank: int):
 
 
 COMMON_CASES = ["collectives", "collective_details", "errors", "ddp", "fsdp", "dtensor", "tensor_parallel"]
-# HSDP needs a 2x2 mesh; the checkpoint saved at world 4 is loaded at world 2.
-WORLD4_CASES = ["hsdp", "checkpoint_save"]
+# Subgroups and meshes need 4 ranks (HSDP a 2x2 mesh); the checkpoint saved at world 4 is loaded at
+# world 2.
+WORLD4_CASES = ["subgroup_collectives", "device_mesh", "hsdp", "checkpoint_save"]
 
 
 _LAUNCHED: dict[int, list[dict]] = {}
@@ -186,43 +187,72 @@ def dtype_name(dtype) -> str:
 # ---- Tests ----
 
 
+def check_all_reduce(results, case: str, groups: list[list[int]], dtype) -> None:
+    d = dtype_name(dtype)
+    for members in groups:
+        for op in reduce_ops_for(dtype):
+            inputs = [rank_input(f"ar-{d}-{op}", r, (3, 5), dtype) for r in members]
+            for r in members:
+                actual = result(results, case, r)[f"all_reduce/{d}/{op}"]
+                assert_equal(actual, expected_reduction(op, inputs), f"{case} all_reduce {op} rank {r}")
+
+
+def check_data_movement(results, case: str, groups: list[list[int]], dtype) -> None:
+    d = dtype_name(dtype)
+    for members in groups:
+        n, root, last = len(members), members[0], members[-1]
+        expected_gather = torch.stack([rank_input(f"ag-{d}", r, (2, 3), dtype) for r in members])
+        expected_gather_tensor = torch.cat([rank_input(f"agt-{d}", r, (2, 3), dtype) for r in members])
+        reduced = expected_reduction("SUM", [rank_input(f"rs-{d}", r, (n * 2, 3), dtype) for r in members])
+        a2a_inputs = [rank_input(f"a2a-{d}", r, (n * 2,), dtype) for r in members]
+        for me, r in enumerate(members):
+            got = result(results, case, r)
+            what = f"{case} rank {r}"
+            assert_equal(got[f"broadcast/{d}"], rank_input(f"bc-{d}", last, (7,), dtype), f"broadcast {what}")
+            assert_equal(got[f"all_gather/{d}"], expected_gather, f"all_gather {what}")
+            assert_equal(got[f"all_gather_into_tensor/{d}"], expected_gather_tensor, f"all_gather_into_tensor {what}")
+            assert_equal(got[f"reduce_scatter_tensor/{d}"], reduced[2 * me : 2 * me + 2], f"reduce_scatter {what}")
+            expected_a2a = torch.cat([source[2 * me : 2 * me + 2] for source in a2a_inputs])
+            assert_equal(got[f"all_to_all_single/{d}"], expected_a2a, f"all_to_all_single {what}")
+            assert_equal(got[f"scatter/{d}"], rank_input(f"sc-{d}-{me}", root, (3,), dtype), f"scatter {what}")
+            left = members[(me - 1) % n]
+            assert_equal(got[f"send_recv/{d}"], rank_input(f"p2p-{d}", left, (4,), dtype), f"recv {what}")
+        reduce_inputs = [rank_input(f"red-{d}", r, (4,), dtype) for r in members]
+        at_root = result(results, case, root)
+        assert_equal(at_root[f"reduce/{d}"], expected_reduction("SUM", reduce_inputs), f"{case} reduce at the root")
+        for me, r in enumerate(members[1:], start=1):  # a non-root's tensor is left as it was
+            assert_equal(result(results, case, r)[f"reduce/{d}"], reduce_inputs[me], f"{case} reduce rank {r}")
+        expected_pieces = torch.stack([rank_input(f"ga-{d}", r, (3,), dtype) for r in members])
+        assert_equal(at_root[f"gather/{d}"], expected_pieces, f"{case} gather at the root")
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
 def test_all_reduce_every_op(world_results, dtype):
     world, results = world_results
-    d = dtype_name(dtype)
-    for op in reduce_ops_for(dtype):
-        inputs = [rank_input(f"ar-{d}-{op}", r, (3, 5), dtype) for r in range(world)]
-        for r in range(world):
-            actual = result(results, "collectives", r)[f"all_reduce/{d}/{op}"]
-            assert_equal(actual, expected_reduction(op, inputs), f"all_reduce {op} rank {r}")
+    check_all_reduce(results, "collectives", [list(range(world))], dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
 def test_data_movement_collectives(world_results, dtype):
     world, results = world_results
-    d = dtype_name(dtype)
-    ranks = range(world)
-    expected_gather = torch.stack([rank_input(f"ag-{d}", r, (2, 3), dtype) for r in ranks])
-    expected_gather_tensor = torch.cat([rank_input(f"agt-{d}", r, (2, 3), dtype) for r in ranks])
-    reduced = expected_reduction("SUM", [rank_input(f"rs-{d}", r, (world * 2, 3), dtype) for r in ranks])
-    a2a_inputs = [rank_input(f"a2a-{d}", r, (world * 2,), dtype) for r in ranks]
-    for r in ranks:
-        got = result(results, "collectives", r)
-        assert_equal(got[f"broadcast/{d}"], rank_input(f"bc-{d}", world - 1, (7,), dtype), f"broadcast rank {r}")
-        assert_equal(got[f"all_gather/{d}"], expected_gather, f"all_gather rank {r}")
-        assert_equal(got[f"all_gather_into_tensor/{d}"], expected_gather_tensor, f"all_gather_into_tensor {r}")
-        assert_equal(got[f"reduce_scatter_tensor/{d}"], reduced[2 * r : 2 * r + 2], f"reduce_scatter rank {r}")
-        expected_a2a = torch.cat([a2a_inputs[src][2 * r : 2 * r + 2] for src in ranks])
-        assert_equal(got[f"all_to_all_single/{d}"], expected_a2a, f"all_to_all_single rank {r}")
-        assert_equal(got[f"scatter/{d}"], rank_input(f"sc-{d}-{r}", 0, (3,), dtype), f"scatter rank {r}")
-        assert_equal(got[f"send_recv/{d}"], rank_input(f"p2p-{d}", (r - 1) % world, (4,), dtype), f"recv rank {r}")
-    root = result(results, "collectives", 0)
-    reduce_inputs = [rank_input(f"red-{d}", r, (4,), dtype) for r in ranks]
-    assert_equal(root[f"reduce/{d}"], expected_reduction("SUM", reduce_inputs), "reduce at the root")
-    for r in range(1, world):  # a non-root's tensor is left as it was
-        assert_equal(result(results, "collectives", r)[f"reduce/{d}"], reduce_inputs[r], f"reduce rank {r}")
-    expected_pieces = torch.stack([rank_input(f"ga-{d}", r, (3,), dtype) for r in ranks])
-    assert_equal(root[f"gather/{d}"], expected_pieces, "gather at the root")
+    check_data_movement(results, "collectives", [list(range(world))], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
+def test_collective_matrix_on_subgroups(world4_results, dtype):
+    _, results = world4_results
+    check_all_reduce(results, "subgroup_collectives", SUBGROUPS, dtype)
+    check_data_movement(results, "subgroup_collectives", SUBGROUPS, dtype)
+
+
+def test_device_mesh_sub_meshes(world4_results):
+    world, results = world4_results
+    rows, columns = [[0, 1], [2, 3]], [[0, 2], [1, 3]]  # the tp groups, and the dp groups
+    for name, groups in (("tp", rows), ("dp", columns)):
+        for members in groups:
+            expected = expected_reduction("SUM", [rank_input(f"mesh-{name}", r, (4,), torch.float32) for r in members])
+            for r in members:
+                assert_equal(result(results, "device_mesh", r)[name], expected, f"mesh['{name}'] rank {r}")
 
 
 def test_uneven_all_to_all_async_views_and_coalescing(world_results):
