@@ -18,12 +18,11 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
-import time
 
 import torch
+from _timing import median_seconds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES_MB = (1, 64)
@@ -59,19 +58,6 @@ def launch(world: int, mode: str, repeats: int) -> dict:
     return json.loads(outputs[0].strip().splitlines()[-1])
 
 
-def median_time(fn, sync, repeats: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def worker_all_reduce(repeats: int) -> dict:
     import torch.distributed as dist
 
@@ -86,8 +72,8 @@ def worker_all_reduce(repeats: int) -> dict:
         elements = size * 2**20 // 4
         on_tpu = torch.ones(elements, device=tpu)
         on_cpu = torch.ones(elements)
-        t_tpu = median_time(lambda t=on_tpu: dist.all_reduce(t), torch.tpu.synchronize, repeats)
-        t_cpu = median_time(lambda t=on_cpu: dist.all_reduce(t, group=gloo), lambda: None, repeats)
+        t_tpu = median_seconds(lambda t=on_tpu: dist.all_reduce(t), torch.tpu.synchronize, repeats)
+        t_cpu = median_seconds(lambda t=on_cpu: dist.all_reduce(t, group=gloo), lambda: None, repeats)
         factor = 2 * (world - 1) / world * elements * 4 / 1e9
         result[size] = {
             "tpu_GBps": factor / t_tpu,
@@ -127,7 +113,7 @@ def worker_ddp(repeats: int) -> dict:
         torch.nn.functional.cross_entropy(logits.reshape(-1, 64), batch[:, 1:].reshape(-1)).backward()
         optimizer.step()
 
-    seconds = median_time(step, torch.tpu.synchronize, repeats)
+    seconds = median_seconds(step, torch.tpu.synchronize, repeats)
     dist.destroy_process_group()
     return {"ddp_ms": seconds * 1e3}
 
@@ -144,7 +130,7 @@ def single_process_step(repeats: int) -> float:
         model.loss(batch).backward()
         optimizer.step()
 
-    return median_time(step, torch.tpu.synchronize, repeats) * 1e3
+    return median_seconds(step, torch.tpu.synchronize, repeats) * 1e3
 
 
 def main() -> None:

@@ -16,6 +16,7 @@
 
 #include "exec/context.h"
 #include "exec/pending.h"
+#include "exec/profile.h"
 #include "ops/builder.h"
 
 namespace torch_tpu::aten {
@@ -377,6 +378,22 @@ bool IsWholeContiguousStorage(const at::Tensor& tensor) {
          storage->nbytes() == static_cast<size_t>(tensor.numel()) * tensor.itemsize();
 }
 
+// Copies a contiguous host tensor into a new device buffer of shape `dims`: a transfer to the
+// device, in metrics and in profiles.
+std::shared_ptr<runtime::Buffer> Upload(const at::Tensor& host, ir::DType dtype,
+                                        const std::vector<int64_t>& dims, int device_index) {
+  auto& metrics = exec::GetMetrics();
+  metrics.transfers_to_device++;
+  metrics.bytes_to_device += static_cast<int64_t>(host.nbytes());
+  exec::ProfiledScope profiled(exec::ActivityKind::kTransferToDevice, device_index);
+  if (profiled.active()) {
+    profiled.activity().name = "copy host to tpu";
+    profiled.activity().bytes = static_cast<int64_t>(host.nbytes());
+  }
+  return exec::GetClient().BufferFromHost(host.data_ptr(), exec::ToElementType(dtype), dims,
+                                          exec::GetDevice(device_index));
+}
+
 }  // namespace
 
 void CopyHostToTpu(const at::Tensor& dst, const at::Tensor& src) {
@@ -385,19 +402,12 @@ void CopyHostToTpu(const at::Tensor& dst, const at::Tensor& src) {
   const ir::DType dtype = ToDType(dst.scalar_type());
   exec::DeviceStorage* storage = StorageOf(dst);
   Translate([&] {
-    auto& metrics = exec::GetMetrics();
-    metrics.transfers_to_device++;
-    metrics.bytes_to_device += static_cast<int64_t>(host.nbytes());
-    const auto& device = exec::GetDevice(storage->device());
     std::vector<int64_t> dims(host.sizes().begin(), host.sizes().end());
     if (IsWholeContiguousStorage(dst)) {
-      auto buffer = exec::GetClient().BufferFromHost(host.data_ptr(), exec::ToElementType(dtype),
-                                                     {static_cast<int64_t>(host.numel())}, device);
-      storage->SetBuffer(std::move(buffer), dtype);
+      storage->SetBuffer(Upload(host, dtype, {host.numel()}, storage->device()), dtype);
       return;
     }
-    auto buffer =
-        exec::GetClient().BufferFromHost(host.data_ptr(), exec::ToElementType(dtype), dims, device);
+    auto buffer = Upload(host, dtype, dims, storage->device());
     WriteTensor(dst, ir::MakeBufferParameter(buffer, ir::TensorType{dtype, dims}));
     FinishWrites({storage});
   });

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "exec/context.h"
+#include "exec/profile.h"
 
 namespace torch_tpu::exec {
 
@@ -128,6 +129,14 @@ bool DiskCacheEnabled() {
   return value == nullptr || std::string(value) != "0";
 }
 
+// "compile program 1a2b3c4d", "load cached program 1a2b3c4d": a compile or a disk-cache load in
+// a profile.
+void NameProgramActivity(ProfiledActivity& activity, const char* verb,
+                         const ir::Signature& signature) {
+  activity.signature = signature.ToHex();
+  activity.name = std::string(verb) + " program " + activity.signature.substr(0, 8);
+}
+
 std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signature,
                                                    const std::function<std::string()>& print,
                                                    const runtime::CompileOptions& options) {
@@ -140,6 +149,8 @@ std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signatur
     if (ReadFile(path, entry)) {
       if (DecodeEntry(entry, payload)) {
         try {
+          ProfiledScope profiled(ActivityKind::kCacheLoad, 0);
+          if (profiled.active()) NameProgramActivity(profiled.activity(), "load cached", signature);
           auto executable = client.Deserialize(payload);
           metrics.disk_cache_hits++;
           return executable;
@@ -164,6 +175,8 @@ std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signatur
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<runtime::Executable> executable;
   try {
+    ProfiledScope profiled(ActivityKind::kCompile, 0);
+    if (profiled.active()) NameProgramActivity(profiled.activity(), "compile", signature);
     executable = client.Compile(text, options);
   } catch (const runtime::PjrtError& e) {
     const std::string dump = DumpProgram(signature, text);

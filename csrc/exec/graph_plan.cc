@@ -6,6 +6,7 @@
 #include "exec/compile_cache.h"
 #include "exec/context.h"
 #include "exec/pending.h"
+#include "exec/profile.h"
 
 namespace torch_tpu::exec {
 
@@ -38,8 +39,9 @@ void GraphCapture::OnCut(const ir::Program& program, const std::vector<DeviceSto
   if (++cuts_ > 1 || !usable_) return;
   GraphPlan plan;
   plan.device = targets.front()->device();
-  plan.executable =
-      GetExecutable(ir::ComputeSignature(program, 0), [&] { return ir::PrintProgram(program); });
+  plan.signature = ir::ComputeSignature(program, 0);
+  plan.ops = program.nodes.size();
+  plan.executable = GetExecutable(plan.signature, [&] { return ir::PrintProgram(program); });
   for (const ir::Node* parameter : program.parameters) {
     auto found = std::find(input_buffers_.begin(), input_buffers_.end(), parameter->buffer.get());
     if (found == input_buffers_.end()) {
@@ -92,7 +94,8 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunGraphPlan(
   }
   Metrics& metrics = GetMetrics();
   std::vector<std::shared_ptr<runtime::Buffer>> outputs =
-      plan.executable->Execute(arguments, donated, GetDevice(plan.device));
+      ExecuteProfiled(*plan.executable, arguments, donated, GetDevice(plan.device), plan.signature,
+                      plan.ops, kCompiledGraphReason);
   metrics.executions++;
   metrics.compiled_graph_executions++;
   for (size_t p = 0; p < plan.parameter_input.size(); ++p) {

@@ -17,6 +17,8 @@ namespace torch_tpu::exec {
 
 struct GraphPlan {
   std::shared_ptr<runtime::Executable> executable;
+  ir::Signature signature;  // the program's, and its op count: for the profiler
+  size_t ops = 0;
   int device = 0;
   std::vector<int> parameter_input;  // per program parameter: the input storage it reads
   std::vector<std::shared_ptr<runtime::Buffer>> scalar_buffers;  // per scalar pack

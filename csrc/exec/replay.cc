@@ -34,6 +34,8 @@ std::string FailingOrigin(const ir::Program& program, int device_index) {
     if (ops.empty() || ops.back().back()->origin != node->origin) ops.emplace_back();
     ops.back().push_back(node);
   }
+  // A program of one recorded op (a custom kernel alone in a fused program) failed as that op.
+  if (ops.size() == 1 && ops[0].front()->origin) return *ops[0].front()->origin;
   if (ops.size() < 2 || ops.size() > kMaxReplayedOps) return {};
   const auto owners = Owners(program);
   for (const auto& op : ops) {
@@ -49,7 +51,8 @@ std::string FailingOrigin(const ir::Program& program, int device_index) {
     ir::Program replay = ir::BuildProgram(results);
     try {
       const std::vector<bool> donated(replay.parameters.size() + replay.scalar_packs.size(), false);
-      for (const auto& output : RunProgram(replay, donated, device_index)) output->AwaitReady();
+      for (const auto& output : RunProgram(replay, donated, device_index, "replay"))
+        output->AwaitReady();
     } catch (const std::exception& e) {
       const std::string* origin = op.front()->origin.get();
       return (origin != nullptr ? *origin : std::string("a copy between tensor views")) +

@@ -8,8 +8,9 @@
 
 namespace torch_tpu::exec {
 
-// The origin of the first op whose replay fails, with that failure; empty when the program has
-// at most one op's worth of nodes, or no replay fails (a failure that needs the whole program).
+// The origin of the first op whose replay fails, with that failure; the op's origin alone when
+// the program is one recorded op; empty when no replay fails (a failure that needs the whole
+// program) or the program's nodes carry no origin.
 std::string FailingOrigin(const ir::Program& program, int device_index);
 
 }  // namespace torch_tpu::exec

@@ -10,6 +10,7 @@
 #include "exec/context.h"
 #include "exec/graph_plan.h"
 #include "exec/pending.h"
+#include "exec/profile.h"
 #include "exec/replay.h"
 #include "exec/volatility.h"
 
@@ -101,6 +102,11 @@ std::shared_ptr<runtime::Buffer> UploadScalarPack(const ir::ScalarPack& pack,
   for (size_t i = 0; i < pack.scalars.size(); ++i) {
     std::memcpy(bytes.data() + i * size, pack.scalars[i]->scalar.bytes, size);
   }
+  ProfiledScope profiled(ActivityKind::kTransferToDevice, device.index());
+  if (profiled.active()) {
+    profiled.activity().name = "copy host to tpu (scalars)";
+    profiled.activity().bytes = static_cast<int64_t>(bytes.size());
+  }
   return GetClient().BufferFromHost(bytes.data(), ToElementType(pack.dtype),
                                     {static_cast<int64_t>(pack.scalars.size())}, device);
 }
@@ -142,7 +148,8 @@ void NoteLaunched(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs) 
 
 std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& program,
                                                          const std::vector<bool>& donated,
-                                                         int device_index) {
+                                                         int device_index,
+                                                         const std::string& reason) {
   const runtime::Device& device = GetDevice(device_index);
   const ir::Signature signature = ir::ComputeSignature(program, 0);
   auto executable = GetExecutable(signature, [&] { return ir::PrintProgram(program); });
@@ -156,7 +163,8 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
     arguments.push_back(uploads.back()->raw());
   }
   try {
-    return executable->Execute(arguments, donated, device);
+    return ExecuteProfiled(*executable, arguments, donated, device, signature, program.nodes.size(),
+                           reason);
   } catch (const runtime::PjrtError& e) {
     const std::string dump = DumpProgram(signature, ir::PrintProgram(program));
     throw runtime::PjrtError(
@@ -208,7 +216,7 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   };
   const int64_t loaded_before = executables_loaded();
   try {
-    outputs = RunProgram(program, donated, device_index);
+    outputs = RunProgram(program, donated, device_index, reason);
     if (cut && executables_loaded() != loaded_before) NoteCompiledCut(program);
     if (GraphCapture* capture = ActiveGraphCapture()) capture->OnCut(program, targets);
   } catch (const runtime::PjrtError& e) {
@@ -260,6 +268,14 @@ void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes) {
   Metrics& metrics = GetMetrics();
   metrics.transfers_to_host++;
   metrics.bytes_to_host += static_cast<int64_t>(nbytes);
+  ProfiledScope profiled(ActivityKind::kTransferToHost, storage.device());
+  if (profiled.active()) {
+    // A profile times the copy alone, not the wait for the program that computes the value.
+    storage.buffer()->AwaitReady();
+    profiled.activity().start_ns = ProfileClockNs();
+    profiled.activity().name = "copy tpu to host";
+    profiled.activity().bytes = static_cast<int64_t>(nbytes);
+  }
   storage.buffer()->ToHost(dst, nbytes);
 }
 
@@ -268,7 +284,8 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgramText(const std::string& 
   h.Add(text);
   const ir::Signature signature = h.Finish();
   auto executable = GetExecutable(signature, [&] { return text; });
-  auto outputs = executable->Execute({}, {}, GetDevice(device));
+  auto outputs =
+      ExecuteProfiled(*executable, {}, {}, GetDevice(device), signature, 0, "stablehlo text");
   for (auto& output : outputs) output->AwaitReady();
   return outputs;
 }

@@ -62,10 +62,12 @@ class DeviceStorage {
 void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason,
                  bool cut = false);
 // Compiles (or finds in the cache) and launches `program`, donating the arguments marked in
-// `donated`; a failure is a PjrtError naming the file the program was written to.
+// `donated`; a failure is a PjrtError naming the file the program was written to. `reason`: why
+// it runs (a sync reason), for the profiler.
 std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& program,
                                                          const std::vector<bool>& donated,
-                                                         int device_index);
+                                                         int device_index,
+                                                         const std::string& reason);
 // One upload of a program's scalar parameters of one dtype.
 std::shared_ptr<runtime::Buffer> UploadScalarPack(const ir::ScalarPack& pack,
                                                   const runtime::Device& device);

@@ -7,6 +7,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
+
+#include "ir/function.h"
 
 namespace torch_tpu::ir {
 
@@ -332,6 +335,11 @@ void HashNodes(Hasher& h, const std::vector<Node*>& nodes,
   for (const Node* node : nodes) {
     h.Add(node->op);
     if (with_shapes) h.Add(node->attributes);
+    // An embedded function's text is part of the program.
+    if (node->callee) {
+      h.Add(node->callee->hash.high);
+      h.Add(node->callee->hash.low);
+    }
     h.Add(node->operands.size());
     for (const Value& operand : node->operands) {
       h.Add(ids.at(operand.node.get()) * 64 + static_cast<uint64_t>(operand.index));
@@ -434,7 +442,10 @@ class Printer {
     for (size_t i = 0; i < program.results.size(); ++i) {
       out_ << (i ? ", " : "") << program.results[i].type().ToMlir();
     }
-    out_ << "\n  }\n}\n";
+    out_ << "\n  }\n";
+    // Embedded functions, once each however many nodes call them.
+    for (const Function* function : functions_) out_ << "  " << function->definitions << "\n";
+    out_ << "}\n";
     return out_.str();
   }
 
@@ -451,8 +462,12 @@ class Printer {
 
   void PrintNodes(const std::vector<Node*>& nodes, const std::string& indent) {
     for (const Node* node : nodes) {
-      std::string name = "%" + std::to_string(next_id_++);
+      std::string name = "%";  // appended, not "%" + ...: GCC 12 warns falsely (-Wrestrict)
+      name += std::to_string(next_id_++);
       names_[node] = name;
+      if (node->callee && printed_symbols_.insert(node->callee->symbol).second) {
+        functions_.push_back(node->callee.get());
+      }
       out_ << indent << name;
       if (node->results.size() > 1) out_ << ":" << node->results.size();
       out_ << " = \"" << node->op << "\"(";
@@ -509,6 +524,8 @@ class Printer {
   std::ostringstream out_;
   std::unordered_map<const Node*, std::string> names_;
   int next_id_ = 0;
+  std::vector<const Function*> functions_;  // embedded functions, in order of first call
+  std::unordered_set<std::string> printed_symbols_;
 };
 
 }  // namespace

@@ -46,6 +46,7 @@ struct TensorType {
 };
 
 struct Node;
+struct Function;  // ir/function.h
 
 // One result of a node.
 struct Value {
@@ -86,6 +87,8 @@ struct Node {
   std::shared_ptr<const void> buffer;  // kBufferParameter: owned by the execution layer
   HostScalar scalar;                   // kScalarParameter
   int argument_index = 0;              // kRegionArgument
+  // A "func.call" node: the embedded function it calls (a custom kernel's StableHLO).
+  std::shared_ptr<const Function> callee;
   // What recorded the node (an op and the user's source line), named when a fused program fails.
   std::shared_ptr<const std::string> origin;
 };

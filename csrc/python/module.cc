@@ -15,6 +15,8 @@
 #include "python/compiled_graph.h"
 #include "python/distributed.h"
 #include "python/in_program.h"
+#include "python/kernels.h"
+#include "python/profiler.h"
 
 namespace py = pybind11;
 using namespace torch_tpu;
@@ -197,7 +199,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_exit_compiled_graph", [] { CloseInnermostPythonScope(exec::kCompiledGraphReason); });
   python::BindCompiledGraphs(m);
   python::BindInProgramCollectives(m);
+  python::BindKernels(m);
   python::BindDistributed(m);
+  python::BindProfiler(m);
   m.def("_metrics", &Metrics);
   m.def("_reset_metrics", [] { exec::GetMetrics().Reset(); });
   m.def("_cache_dir", [] { return exec::CacheDirectory(); });

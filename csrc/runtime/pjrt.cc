@@ -200,6 +200,41 @@ bool Buffer::IsReady() const {
   return Event(plugin_, args.event).IsReady();
 }
 
+namespace {
+// What an OnReady callback owns until the plugin calls it: the event (destroyed afterwards) and
+// the caller's callback.
+struct ReadyCallback {
+  std::shared_ptr<Plugin> plugin;
+  Event event;
+  std::function<void()> callback;
+};
+
+void RunReadyCallback(PJRT_Error* error, void* user_arg) {
+  std::unique_ptr<ReadyCallback> ready(static_cast<ReadyCallback*>(user_arg));
+  if (error != nullptr) {
+    // The callback owns the error; a failed computation is finished all the same.
+    auto args = PJRT_ARGS(PJRT_Error_Destroy);
+    args.error = error;
+    ready->plugin->api()->PJRT_Error_Destroy(&args);
+  }
+  ready->callback();
+}
+}  // namespace
+
+void Buffer::OnReady(std::function<void()> callback) const {
+  auto event_args = PJRT_ARGS(PJRT_Buffer_ReadyEvent);
+  event_args.buffer = buffer_;
+  PJRT_CALL(*plugin_, PJRT_Buffer_ReadyEvent, event_args);
+  auto ready = std::unique_ptr<ReadyCallback>(
+      new ReadyCallback{plugin_, Event(plugin_, event_args.event), std::move(callback)});
+  auto args = PJRT_ARGS(PJRT_Event_OnReady);
+  args.event = event_args.event;
+  args.callback = &RunReadyCallback;
+  args.user_arg = ready.get();
+  PJRT_CALL(*plugin_, PJRT_Event_OnReady, args);
+  ready.release();  // RunReadyCallback owns it now
+}
+
 std::shared_ptr<Buffer> Buffer::CopyToDevice(const Device& device) const {
   auto args = PJRT_ARGS(PJRT_Buffer_CopyToDevice);
   args.buffer = buffer_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -124,6 +125,9 @@ class Buffer {
   void AwaitReady() const;
   // Whether the value has been computed (or its computation failed), without waiting.
   bool IsReady() const;
+  // Calls `callback` once the value has been computed or its computation failed, without waiting:
+  // on a plugin thread, or on this one if it is ready already. The callback must not throw.
+  void OnReady(std::function<void()> callback) const;
   std::shared_ptr<Buffer> CopyToDevice(const Device& device) const;
   // After donation the plugin owns the memory; the handle is still destroyed normally.
   void MarkDonated() { donated_ = true; }

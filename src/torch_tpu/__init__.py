@@ -25,6 +25,7 @@ __all__ = [
     "metrics",
     "api",
     "ops",
+    "kernels",
     "ExecutionMode",
     "Precision",
     "precision",
@@ -47,6 +48,7 @@ torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module
 from torch_tpu import (  # noqa: E402
     amp,  # noqa: E402, F401  (torch.autocast("tpu"): torch.tpu's AMP functions)
     api,
+    kernels,  # noqa: E402  (custom kernels: StableHLO, JAX, Pallas; JAX imported on use)
     metrics,
     ops,  # noqa: E402  (torch.tpu.ops.optimization_barrier)
 )

@@ -597,6 +597,9 @@ def _hook_dynamo_interface() -> None:
 
 # ---- TorchTPU 0.2.0 compatibility: the same modes and precision under TorchTPU's names ----
 
-from torch_tpu import ops  # noqa: E402,F401
+from torch_tpu import (  # noqa: E402
+    ops,  # noqa: F401
+    pallas,  # noqa: F401  (torch.tpu.pallas.jax_op; imports JAX only when used)
+)
 from torch_tpu._mode import EagerMode, eager_mode, set_eager_mode  # noqa: E402,F401
 from torch_tpu.precision import Precision, allow_excess_precision, precision  # noqa: E402,F401

@@ -1,8 +1,10 @@
 // Runtime tests: run the CPU plugin directly through the PJRT C API, without torch.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 
 #include "runtime/pjrt.h"
 
@@ -98,6 +100,23 @@ TEST(Buffer, ReadyAfterAwait) {
   out[0]->AwaitReady();
   EXPECT_TRUE(out[0]->IsReady());
   EXPECT_TRUE(x->IsReady());
+}
+
+TEST(Buffer, OnReadyCallsBackOnceComputed) {
+  auto client = TestClient();
+  auto executable = client->Compile(kAddProgram, CompileOptions{});
+  const float a[4] = {1, 2, 3, 4};
+  auto x = client->BufferFromHost(a, ElementType::kF32, {4}, client->devices()[0]);
+  auto out = executable->Execute({x->raw(), x->raw()}, {false, false}, client->devices()[0]);
+  std::promise<bool> computed;
+  out[0]->OnReady([&computed, output = out[0]] { computed.set_value(output->IsReady()); });
+  auto called = computed.get_future();
+  ASSERT_EQ(called.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_TRUE(called.get());
+  // A buffer that is ready already calls back too.
+  std::promise<void> again;
+  out[0]->OnReady([&again] { again.set_value(); });
+  EXPECT_EQ(again.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
 }
 
 TEST(Executable, CompileErrorCarriesPluginMessage) {
