@@ -125,19 +125,35 @@ Value Sinc(const Value& x) {
 }
 
 using UnaryFn = Value (*)(const Value&);
+struct UnaryOp {
+  UnaryFn formula;
+  // The CPU kernel's name when it is compiled for float and double only ("" for all floats).
+  const char* float_or_double_kernel = "";
+};
 
-const std::unordered_map<std::string, UnaryFn>& UnaryOps() {
-  static const std::unordered_map<std::string, UnaryFn> ops = {
-      {"lgamma", Lgamma},   {"digamma", Digamma}, {"erfinv", ErfInv},   {"i0", I0},
-      {"special_i0e", I0e}, {"special_i1", I1},   {"special_i1e", I1e}, {"sinc", Sinc},
+const std::unordered_map<std::string, UnaryOp>& UnaryOps() {
+  static const std::unordered_map<std::string, UnaryOp> ops = {
+      {"lgamma", {Lgamma}},
+      {"digamma", {Digamma}},
+      {"erfinv", {ErfInv}},
+      {"i0", {I0}},
+      {"special_i0e", {I0e}},
+      {"special_i1", {I1}},
+      {"special_i1e", {I1e}},
+      {"sinc", {Sinc}},
+      // The same functions as i0 and i1; the CPU evaluates them with Cephes' Chebyshev series.
+      {"special_modified_bessel_i0", {I0, "modified_bessel_i0_cpu"}},
+      {"special_modified_bessel_i1", {I1, "modified_bessel_i1_cpu"}},
   };
   return ops;
 }
 
 std::vector<Value> UnaryLowering(LoweringContext& ctx) {
+  const UnaryOp& op = UnaryOps().at(ctx.name);
   const Value x = ctx.tensor(0);
-  const DType compute = OpMathType(ctx.output().dtype);
-  return Result(ctx, UnaryOps().at(ctx.name)(Convert(x, compute)));
+  const DType out = ctx.output().dtype;
+  if (*op.float_or_double_kernel != 0) CheckFloatOrDoubleKernel(op.float_or_double_kernel, out);
+  return Result(ctx, op.formula(Convert(x, OpMathType(out))));
 }
 
 // polygamma(n, x) for n = 0 and 1 (what autograd of digamma needs). Higher orders are left out:
