@@ -87,6 +87,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 // The norm entries of AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE spell their signatures unqualified.
+using at::DimnameList;  // named in torch 2.11's macros unqualified
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;

@@ -55,7 +55,8 @@ void CopyBack(std::vector<std::vector<at::Tensor>>& device,
 
 c10d::ReduceOp PrepareReduce(const c10d::ReduceOp& op, std::vector<at::Tensor>& host_inputs) {
   if (op.op_ == c10d::ReduceOp::PREMUL_SUM) {
-    auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+    // NCCLPreMulSumSupplement: the name torch 2.11 has (2.13 keeps it as an alias).
+    auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
     TORCH_CHECK(supplement != nullptr, "tpu: PREMUL_SUM without a factor");
     for (auto& input : host_inputs) {
       if (supplement->tensor_factor.defined()) {
