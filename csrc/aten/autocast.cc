@@ -9,6 +9,9 @@
 // bfloat16 its default. GradScaler's two device ops (unscale with the inf/NaN check, and the scale
 // update) are here too, as PrivateUse1 kernels composed of lowered ops.
 #include <ATen/autocast_mode.h>
+#if __has_include(<ATen/core/Dimname.h>)
+#include <ATen/core/Dimname.h>
+#endif
 #include <torch/library.h>
 
 namespace torch_tpu::aten {
@@ -87,7 +90,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 // The norm entries of AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE spell their signatures unqualified.
-using at::DimnameList;  // named in torch 2.11's macros unqualified
+#if __has_include(<ATen/core/Dimname.h>)
+using at::DimnameList;  // torch 2.11's macros name it unqualified (2.13 has no named tensors)
+#endif
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
