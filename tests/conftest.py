@@ -29,6 +29,14 @@ def float32_cpu_reference():
         yield
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches reset before and after a test, for the torch.compile tests."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
 # Tolerances that fit each dtype (elementwise results; reductions may widen them).
 TOLERANCES = {
     torch.float32: dict(rtol=1.3e-6, atol=1e-5),

@@ -27,11 +27,8 @@ def float32_cpu_reference():
     yield
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+# Each test compiles from a clean Dynamo (conftest's fresh_dynamo).
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def counted(fn, *args):
