@@ -43,6 +43,7 @@ TOLERANCES = {
     torch.float64: dict(rtol=1e-7, atol=1e-7),
     torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
     torch.float16: dict(rtol=1e-3, atol=1e-3),
+    torch.complex64: dict(rtol=1.3e-6, atol=1e-5),
 }
 
 
@@ -61,6 +62,9 @@ def make(shape, dtype=torch.float32, low=None, high=None, seed=None) -> torch.Te
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=generator).bool()
+    if dtype.is_complex:
+        parts = [make(shape, dtype.to_real(), low, high, None if seed is None else seed + i) for i in (0, 1)]
+        return torch.complex(*parts)
     if dtype.is_floating_point:
         lo = -3.0 if low is None else low
         hi = 3.0 if high is None else high

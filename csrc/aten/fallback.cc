@@ -149,6 +149,19 @@ std::shared_ptr<const std::string> RecordingSite(const c10::OperatorHandle& op) 
                                              (location.empty() ? "" : " at " + location));
 }
 
+bool HasComplex(const ops::LoweringContext& ctx) {
+  for (const ir::TensorType& t : ctx.outputs) {
+    if (ir::IsComplex(t.dtype)) return true;
+  }
+  for (const ops::Argument& a : ctx.args) {
+    if (a.kind == ops::Argument::Kind::kTensor && ir::IsComplex(a.tensor.dtype())) return true;
+    for (const ir::Value& t : a.tensors) {
+      if (t && ir::IsComplex(t.dtype())) return true;
+    }
+  }
+  return false;
+}
+
 [[noreturn]] void ReportUnsupported(const c10::OperatorHandle& op, const c10::Stack& stack,
                                     size_t begin, const std::string& detail) {
   TORCH_CHECK_NOT_IMPLEMENTED(
@@ -391,7 +404,10 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   }
   for (size_t i = begin; i < stack->size(); ++i) {
     auto check = [&](const at::Tensor& t) {
-      if (t.defined() && !IsSupportedDType(t.scalar_type())) {
+      // A Python complex number arrives as a complex128 0-d CPU tensor, read as complex64 (such
+      // a tensor does not raise a complex64 operation's result type).
+      const bool complex_number = t.defined() && t.is_cpu() && t.dim() == 0 && t.is_complex();
+      if (t.defined() && !complex_number && !IsSupportedDType(t.scalar_type())) {
         if (CpuFallbackEnabled()) return false;
         ReportUnsupported(op, *stack, begin, "unsupported dtype");
       }
@@ -515,6 +531,9 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
       // 4. Lower, then write each result through its output's view.
       std::vector<ir::Value> results;
       try {
+        if (!ops::AcceptsComplex(lowering_name) && HasComplex(ctx)) {
+          throw ops::UnsupportedError("complex64 is not supported by this op on tpu yet");
+        }
         results = lowering(ctx);
       } catch (const ops::UnsupportedError& e) {
         // The lowering exists but not for these arguments: the same path as a missing op.
@@ -593,12 +612,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideableMe
 
 // cummax, cummin and logcumsumexp have CompositeExplicitAutograd kernels that call per-backend
 // helpers (_cummax_helper, _logcumsumexp) with no meta functions, and mode's out= kernel accepts
-// only CPU, CUDA and XPU tensors; routed to the fallback, the public ops are lowered directly,
-// with the shapes of PyTorch's Python meta functions.
+// only CPU, CUDA and XPU tensors; conj_physical_'s calls a CPU/CUDA kernel stub. Routed to the
+// fallback, the public ops are lowered directly, with the shapes of PyTorch's meta functions.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name :
-       {"convolution_overrideable", "convolution_backward_overrideable", "cummax", "cummax.out",
-        "cummin", "cummin.out", "logcumsumexp", "logcumsumexp.out", "mode.values"}) {
+  for (const char* name : {"convolution_overrideable", "convolution_backward_overrideable",
+                           "cummax", "cummax.out", "cummin", "cummin.out", "logcumsumexp",
+                           "logcumsumexp.out", "mode.values", "conj_physical_"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());
   }
 }

@@ -19,6 +19,8 @@
 #include <ATen/ops/nonzero.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -135,6 +137,9 @@ at::Tensor& Copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   } else {
     CopyTpuToHost(self, src);
   }
+  // PyTorch's lazy conjugate and negative views are resolved by the copy, as its own copy_ does.
+  if (self.is_conj() != src.is_conj()) self.conj_physical_();
+  if (self.is_neg() != src.is_neg()) self.neg_();
   return self;
 }
 
@@ -405,6 +410,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
 }
 
 }  // namespace torch_tpu::aten

@@ -139,6 +139,7 @@ bool IsSupportedDType(at::ScalarType type) {
     case at::kBFloat16:
     case at::kFloat:
     case at::kDouble:
+    case at::kComplexFloat:
       return true;
     default:
       return false;
@@ -167,6 +168,8 @@ ir::DType ToDType(at::ScalarType type) {
       return ir::DType::kF32;
     case at::kDouble:
       return ir::DType::kF64;
+    case at::kComplexFloat:
+      return ir::DType::kC64;
     default:
       TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_tpu does not support dtype ", type,
                                   " on the tpu device");
@@ -183,8 +186,13 @@ ops::Scalar ToScalar(const c10::Scalar& scalar) {
     s.kind = ops::Scalar::Kind::kInt;
     s.i = scalar.toLong();
     s.f = static_cast<double>(s.i);
+  } else if (scalar.isComplex()) {
+    const c10::complex<double> z = scalar.toComplexDouble();
+    s.kind = ops::Scalar::Kind::kComplex;
+    s.f = z.real();
+    s.imag = z.imag();
+    s.i = static_cast<int64_t>(s.f);
   } else {
-    TORCH_CHECK_NOT_IMPLEMENTED(!scalar.isComplex(), "torch_tpu does not support complex scalars");
     s.kind = ops::Scalar::Kind::kFloat;
     s.f = scalar.toDouble();
     s.i = static_cast<int64_t>(s.f);
@@ -196,7 +204,7 @@ ir::Value ScalarParameter(const ops::Scalar& scalar, ir::DType dtype) {
   ir::HostScalar host;
   host.dtype = dtype;
   auto store = [&](auto v) { std::memcpy(host.bytes, &v, sizeof(v)); };
-  const bool is_float = scalar.kind == ops::Scalar::Kind::kFloat;
+  const bool is_float = scalar.IsFloatLike();
   switch (dtype) {
     case ir::DType::kBool:
       host.bytes[0] = is_float ? scalar.f != 0 : scalar.i != 0;
@@ -237,6 +245,10 @@ ir::Value ScalarParameter(const ops::Scalar& scalar, ir::DType dtype) {
     case ir::DType::kF64:
       store(scalar.ToDouble());
       break;
+    case ir::DType::kC64:
+      store(c10::complex<float>(static_cast<float>(scalar.ToDouble()),
+                                static_cast<float>(scalar.imag)));
+      break;
   }
   return ir::MakeScalarParameter(host);
 }
@@ -251,7 +263,8 @@ ir::Value ReadTensor(const at::Tensor& tensor) {
   if (!tensor.is_privateuseone()) {
     TORCH_CHECK(tensor.dim() == 0 && tensor.is_cpu(),
                 "torch_tpu: expected a tpu tensor or a 0-d CPU tensor, got ", tensor.device());
-    return ScalarParameter(CpuScalarValue(tensor), ToDType(tensor.scalar_type()));
+    const at::ScalarType type = tensor.is_complex() ? at::kComplexFloat : tensor.scalar_type();
+    return ScalarParameter(CpuScalarValue(tensor), ToDType(type));
   }
   const ir::DType dtype = ToDType(tensor.scalar_type());
   exec::DeviceStorage* storage = StorageOf(tensor);

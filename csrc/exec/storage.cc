@@ -45,6 +45,8 @@ runtime::ElementType ToElementType(ir::DType dtype) {
       return E::kF32;
     case ir::DType::kF64:
       return E::kF64;
+    case ir::DType::kC64:
+      return E::kC64;
   }
   return E::kInvalid;
 }

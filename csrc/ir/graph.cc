@@ -22,8 +22,9 @@ struct DTypeInfo {
 
 const DTypeInfo& Info(DType dtype) {
   static const DTypeInfo kInfo[] = {
-      {"i1", 1},   {"i8", 1},   {"i16", 2}, {"i32", 4},  {"i64", 8}, {"ui8", 1}, {"ui16", 2},
-      {"ui32", 4}, {"ui64", 8}, {"f16", 2}, {"bf16", 2}, {"f32", 4}, {"f64", 8},
+      {"i1", 1},   {"i8", 1},   {"i16", 2},  {"i32", 4},          {"i64", 8},
+      {"ui8", 1},  {"ui16", 2}, {"ui32", 4}, {"ui64", 8},         {"f16", 2},
+      {"bf16", 2}, {"f32", 4},  {"f64", 8},  {"complex<f32>", 8},
   };
   return kInfo[static_cast<int>(dtype)];
 }
@@ -36,6 +37,7 @@ bool IsFloating(DType dtype) {
   return dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kF32 ||
          dtype == DType::kF64;
 }
+bool IsComplex(DType dtype) { return dtype == DType::kC64; }
 bool IsSignedInteger(DType dtype) {
   return dtype == DType::kS8 || dtype == DType::kS16 || dtype == DType::kS32 ||
          dtype == DType::kS64;
@@ -169,13 +171,18 @@ Value ScalarConstant(double value, DType dtype) {
       // Rounded by the compiler's own (round-to-nearest-even) conversion.
       return MakeOp("stablehlo.convert", {ScalarConstant(value, DType::kF32)},
                     TensorType{dtype, {}});
+    case DType::kC64:
+      return MakeOp("stablehlo.complex",
+                    {ScalarConstant(value, DType::kF32), ScalarConstant(0, DType::kF32)},
+                    TensorType{dtype, {}});
     default:
       return IntegerConstant(static_cast<int64_t>(value), dtype);
   }
 }
 
 Value IntegerConstant(int64_t value, DType dtype) {
-  if (IsFloating(dtype)) return ScalarConstant(static_cast<double>(value), dtype);
+  if (IsFloating(dtype) || IsComplex(dtype))
+    return ScalarConstant(static_cast<double>(value), dtype);
   if (dtype == DType::kBool) return SplatConstant(value != 0 ? "true" : "false", dtype);
   if (IsUnsignedInteger(dtype)) {
     const int bits = static_cast<int>(ByteSize(dtype) * 8);

@@ -22,12 +22,14 @@ enum class DType : uint8_t {
   kF16,
   kBF16,
   kF32,
-  kF64
+  kF64,
+  kC64  // complex<f32>
 };
 
 const char* MlirTypeName(DType dtype);
 size_t ByteSize(DType dtype);
 bool IsFloating(DType dtype);
+bool IsComplex(DType dtype);
 bool IsSignedInteger(DType dtype);
 bool IsUnsignedInteger(DType dtype);
 inline bool IsIntegral(DType dtype) { return IsSignedInteger(dtype) || IsUnsignedInteger(dtype); }

@@ -7,6 +7,12 @@ namespace torch_tpu::ops {
 
 Value Convert(const Value& value, DType dtype) {
   if (value.dtype() == dtype) return value;
+  // Complex to real keeps the real part, as PyTorch's casts do; real to complex has imag 0.
+  if (ir::IsComplex(value.dtype()) && dtype != DType::kBool) return Convert(Real(value), dtype);
+  if (ir::IsComplex(dtype)) {
+    Value real = Convert(value, DType::kF32);
+    return MakeComplex(real, ConstantLike(0, real));
+  }
   if (dtype == DType::kBool) {
     // PyTorch's cast to bool is "!= 0", whereas a StableHLO convert would truncate.
     return Compare(value, ConstantLike(0, value), "NE");
@@ -178,7 +184,18 @@ Value Mul(const Value& a, const Value& b) { return Binary("stablehlo.multiply", 
 Value Div(const Value& a, const Value& b) { return Binary("stablehlo.divide", a, b); }
 Value Neg(const Value& x) { return Unary("stablehlo.negate", x); }
 Value Abs(const Value& x) {
+  if (ir::IsComplex(x.dtype())) return ir::MakeOp("stablehlo.abs", {x}, ComplexPart(x));
   return ir::IsUnsignedInteger(x.dtype()) ? x : Unary("stablehlo.abs", x);
+}
+TensorType ComplexPart(const Value& z) { return TensorType{DType::kF32, z.shape()}; }
+Value Real(const Value& z) {
+  return ir::IsComplex(z.dtype()) ? ir::MakeOp("stablehlo.real", {z}, ComplexPart(z)) : z;
+}
+Value Imag(const Value& z) { return ir::MakeOp("stablehlo.imag", {z}, ComplexPart(z)); }
+Value MakeComplex(const Value& real, const Value& imag) {
+  Shape shape = BroadcastShapes(real.shape(), imag.shape());
+  return ir::MakeOp("stablehlo.complex", {BroadcastTo(real, shape), BroadcastTo(imag, shape)},
+                    TensorType{DType::kC64, shape});
 }
 Value Exp(const Value& x) { return Unary("stablehlo.exponential", x); }
 Value Log(const Value& x) { return Unary("stablehlo.log", x); }
@@ -200,9 +217,9 @@ Value Min(const Value& a, const Value& b) { return Binary("stablehlo.minimum", a
 
 Value Compare(const Value& a, const Value& b, const std::string& direction) {
   if (a.dtype() != b.dtype()) throw std::logic_error("Compare: operand dtypes differ");
-  const char* type = ir::IsFloating(a.dtype())        ? "FLOAT"
-                     : ir::IsSignedInteger(a.dtype()) ? "SIGNED"
-                                                      : "UNSIGNED";
+  const char* type = ir::IsFloating(a.dtype()) || ir::IsComplex(a.dtype()) ? "FLOAT"
+                     : ir::IsSignedInteger(a.dtype())                      ? "SIGNED"
+                                                                           : "UNSIGNED";
   Shape shape = BroadcastShapes(a.shape(), b.shape());
   return ir::MakeOp("stablehlo.compare", {BroadcastTo(a, shape), BroadcastTo(b, shape)},
                     TensorType{DType::kBool, shape},

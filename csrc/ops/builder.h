@@ -59,6 +59,11 @@ Value Min(const Value& a, const Value& b);
 // Single StableHLO ops shared by the op families.
 Value Neg(const Value& x);
 Value Abs(const Value& x);  // the identity on unsigned integers
+// complex64 parts (f32) and construction; Real is the identity on real values.
+TensorType ComplexPart(const Value& z);
+Value Real(const Value& z);
+Value Imag(const Value& z);
+Value MakeComplex(const Value& real, const Value& imag);
 Value Exp(const Value& x);
 Value Log(const Value& x);
 Value Sqrt(const Value& x);

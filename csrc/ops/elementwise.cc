@@ -22,7 +22,7 @@ namespace {
 
 bool IsReducedFloat(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 // Integer and bool inputs of float ops promote to PyTorch's default dtype.
-DType FloatType(DType t) { return ir::IsFloating(t) ? t : DType::kF32; }
+DType FloatType(DType t) { return ir::IsFloating(t) || ir::IsComplex(t) ? t : DType::kF32; }
 
 // The dtype categories an op's CPU kernel is compiled for.
 enum Domain : unsigned {
@@ -129,7 +129,8 @@ Value Operand(const LoweringContext& ctx, size_t i, DType common, DType compute,
 // PyTorch's checked Scalar::to<T>() (c10::overflows): fill values, bounds, alpha and the like
 // must fit the dtype they are cast to; negative integers may wrap into unsigned types.
 void CheckScalarFits(const Scalar& s, DType t) {
-  if (t == DType::kBool || t == DType::kF64 || s.kind == Scalar::Kind::kBool) return;
+  if (t == DType::kBool || t == DType::kF64 || ir::IsComplex(t) || s.kind == Scalar::Kind::kBool)
+    return;
   double lowest = 0, max = 0;
   const char* name = "";
   switch (t) {
@@ -284,6 +285,11 @@ Value ShiftRight(const Value& a, const Value& b) {
 // (0 < x) - (x < 0), as the CPU: NaN and -0.0 give +0.
 Value Sign(const Value& x) {
   if (x.dtype() == DType::kBool) return x;
+  if (ir::IsComplex(x.dtype())) {  // sgn: z / |z|, and 0 at 0
+    const Value magnitude = Abs(x);
+    return Select(Compare(magnitude, ConstantLike(0, magnitude), "EQ"), ConstantLike(0, x),
+                  Div(x, Convert(magnitude, x.dtype())));
+  }
   Value positive = Compare(Zero(x.dtype()), x, "LT");
   return Sub(Convert(positive, x.dtype()), Convert(IsNegative(x), x.dtype()));
 }

@@ -44,6 +44,12 @@ Value Product(const Value& lhs, const Value& rhs, const DotDims& dims) {
   if (lhs.dtype() == DType::kBool) {
     throw UnsupportedError("matrix products are not defined for bool");
   }
+  if (ir::IsComplex(lhs.dtype())) {
+    // Four real products, each under the precision mode, as a TPU computes complex matmuls.
+    const Value a = Real(lhs), b = Imag(lhs), c = Real(rhs), d = Imag(rhs);
+    return MakeComplex(Sub(Product(a, c, dims), Product(b, d, dims)),
+                       Add(Product(a, d, dims), Product(b, c, dims)));
+  }
   return PrecisionProduct(lhs, rhs,
                           [&](const Value& l, const Value& r, DType result, bool highest) {
                             return Dot(l, r, dims, result, highest);
@@ -88,7 +94,7 @@ std::vector<Value> ScaledAddLowering(LoweringContext& ctx) {
   const DType accumulation = result.dtype();
   const Scalar beta = ctx.scalar(3), alpha = ctx.scalar(4);
   if (!alpha.IsOne()) result = Mul(result, ctx.ScalarParameter(alpha, accumulation));
-  if (beta.ToDouble() != 0) {
+  if (!beta.IsZero()) {
     Value self = Convert(ctx.tensor(0), accumulation);
     if (!beta.IsOne()) self = Mul(self, ctx.ScalarParameter(beta, accumulation));
     result = Add(self, result);

@@ -3,6 +3,7 @@
 // the padded image (im2col) or the sum of as many interior-padded slabs (col2im): exact for every
 // dtype, with no gather, scatter or convolution (whose arithmetic would follow the precision
 // mode).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -106,7 +107,35 @@ std::vector<Value> Col2imLowering(LoweringContext& ctx) {
   return {Reshape(Convert(image, out.dtype), out.shape)};
 }
 
+// unfold_backward(grad_in, input_sizes, dim, size, step): Tensor.unfold's backward. grad_in has
+// the input's shape with `dim` counting windows, plus a last dim of `size`; every element adds
+// into input position window * step + offset along `dim` (windows overlap when step < size), one
+// scatter-add over the flattened input. istft's overlap-add is this op.
+std::vector<Value> UnfoldBackwardLowering(LoweringContext& ctx) {
+  const Value grad = ctx.tensor(0);
+  const TensorType& out = ctx.output();
+  const int64_t rank = std::max<int64_t>(out.rank(), 1);
+  int64_t dim = ctx.int_arg(2);
+  if (dim < 0) dim += rank;
+  const int64_t step = ctx.int_arg(4);
+  const TensorType index{DType::kS64, grad.shape()};
+  Value flat = Constant(0, DType::kS64, grad.shape());
+  int64_t stride = 1;
+  for (int64_t axis = rank - 1; axis >= 0; --axis) {
+    Value coordinate = Iota(index, axis);
+    if (axis == dim) {
+      coordinate = Add(Mul(coordinate, Constant(static_cast<double>(step), DType::kS64)),
+                       Iota(index, grad.rank() - 1));
+    }
+    flat = Add(flat, Mul(coordinate, Constant(static_cast<double>(stride), DType::kS64)));
+    stride *= out.rank() == 0 ? 1 : out.shape[axis];
+  }
+  const Value sums = ScatterAdd1D(Convert(grad, OpMathType(grad.dtype())), flat, stride);
+  return {Reshape(Convert(sums, out.dtype), out.shape)};
+}
+
 LoweringRegistrar registrar({
+    {"unfold_backward", UnfoldBackwardLowering},
     {"im2col", Im2colLowering},
     {"col2im", Col2imLowering},
 });

@@ -28,6 +28,7 @@ constexpr TypeNames kTypeNames[] = {
     {DType::kBF16, "BFloat16", "c10::BFloat16"},
     {DType::kF32, "Float", "float"},
     {DType::kF64, "Double", "double"},
+    {DType::kC64, "ComplexFloat", "c10::complex<float>"},
 };
 const TypeNames& NamesOf(DType dtype) {
   for (const TypeNames& names : kTypeNames) {

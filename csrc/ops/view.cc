@@ -121,9 +121,26 @@ bool CoversWholeStorage(int64_t storage_elements, const Shape& sizes,
   return true;
 }
 
+namespace {
+// Complex values have no bitcast in StableHLO; in memory each is its (real, imag) f32 pair, the
+// CPU's layout, so a storage is reinterpreted through that pair view.
+Value ComplexToPairs(const Value& z) {
+  const int64_t n = z.shape()[0];
+  return Reshape(Concatenate({Reshape(Real(z), {n, 1}), Reshape(Imag(z), {n, 1})}, 1), {2 * n});
+}
+Value PairsToComplex(const Value& pairs) {
+  const int64_t n = pairs.shape()[0] / 2;
+  Value grid = Reshape(SliceAxis(pairs, 0, 0, 2 * n), {n, 2});
+  return MakeComplex(Reshape(SliceAxis(grid, 1, 0, 1), {n}),
+                     Reshape(SliceAxis(grid, 1, 1, 2), {n}));
+}
+}  // namespace
+
 Value Reinterpret1D(const Value& value, DType dtype) {
   const DType from = value.dtype();
   if (from == dtype) return value;
+  if (ir::IsComplex(from)) return Reinterpret1D(ComplexToPairs(value), dtype);
+  if (ir::IsComplex(dtype)) return PairsToComplex(Reinterpret1D(value, DType::kF32));
   if (from == DType::kBool || dtype == DType::kBool)
     return Convert(Convert(value, DType::kU8), dtype);
   const size_t from_size = ir::ByteSize(from), to_size = ir::ByteSize(dtype);

@@ -1,0 +1,227 @@
+"""complex64 on tpu against the CPU: storage and views (view_as_real/view_as_complex, .real/.imag
+written in place), arithmetic with complex tensors and Python complex numbers, the complex-only
+ops, products, the FFT family with stft/istft, gradients through them, and the error for ops
+that do not take complex yet."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import TPU, assert_close, make, noncontiguous
+
+import torch_tpu
+
+C64 = torch.complex64
+
+
+@pytest.fixture(autouse=True)
+def no_cpu_fallback():
+    torch_tpu.metrics.reset()
+    yield
+    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
+
+
+def test_round_trip_and_noncontiguous_views():
+    z = make((5, 6), C64)
+    t = z.to(TPU)
+    assert t.dtype == C64 and torch.equal(t.cpu(), z)
+    assert_close(noncontiguous(t).contiguous(), z)
+    assert_close(t[1:, ::2].mT.contiguous(), z[1:, ::2].mT.contiguous())
+
+
+def test_view_as_real_and_complex_alias_the_storage():
+    z = make((4, 3), C64)
+    t = z.to(TPU)
+    pairs = torch.view_as_real(t)
+    assert_close(pairs, torch.view_as_real(z))
+    pairs[:, 1, 0].fill_(7.0)  # writes the real part of column 1 through the float view
+    expected = z.clone()
+    expected[:, 1] = 7.0 + 1j * expected[:, 1].imag
+    assert_close(t, expected)
+    f = make((6, 2))
+    assert_close(torch.view_as_complex(f.to(TPU)), torch.view_as_complex(f))
+
+
+def test_real_and_imag_views_written_in_place():
+    z = make((3, 4), C64)
+    t = z.to(TPU)
+    t.real.mul_(2)
+    t.imag.add_(1)
+    expected = torch.complex(z.real * 2, z.imag + 1)
+    assert_close(t, expected)
+    assert_close(t.real, expected.real)
+    assert_close(t.imag, expected.imag)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a + b,
+        lambda a, b: a - 2 * b,
+        lambda a, b: a * b,
+        lambda a, b: a / b,
+        lambda a, b: a * (2 - 3j) + 1j,
+        lambda a, b: (1 + 2j) / a,
+        lambda a, b: a + b.real,  # complex with float promotes to complex
+        lambda a, b: torch.add(a, b, alpha=0.5 + 1j),
+        lambda a, b: -a,
+    ],
+    ids=["add", "sub_alpha", "mul", "div", "python_complex", "rdiv", "with_float", "alpha", "neg"],
+)
+def test_arithmetic_broadcasts(fn):
+    a, b = make((4, 1, 5), C64), make((3, 5), C64)
+    assert_close(fn(a.to(TPU), b.to(TPU)), fn(a, b))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [torch.abs, torch.angle, torch.exp, torch.log, torch.sqrt, torch.sin, torch.cos, torch.tanh, torch.reciprocal],
+    ids=lambda f: f.__name__,
+)
+def test_unary(fn):
+    z = make((4, 5), C64, low=-2, high=2)
+    assert_close(fn(z.to(TPU)), fn(z), rtol=2e-6, atol=2e-5)
+
+
+def test_angle_of_reals_and_conjugation():
+    x = make((12,))
+    x[0], x[1] = float("nan"), -0.0
+    assert_close(torch.angle(x.to(TPU)), torch.angle(x))
+    z = make((3, 4), C64)
+    t = z.to(TPU)
+    assert t.conj().is_conj()
+    assert_close(t.conj().resolve_conj(), z.conj().resolve_conj())
+    assert_close(torch.conj_physical(t), torch.conj_physical(z))
+    assert torch.equal(t.conj().cpu(), z.conj())
+    assert_close(t.conj() * t, (z.conj() * z))
+
+
+def test_construction_reductions_and_selection():
+    re, im = make((3, 4)), make((3, 4))
+    assert_close(torch.complex(re.to(TPU), im.to(TPU)), torch.complex(re, im))
+    r = make((3, 4), low=0, high=2)
+    assert_close(torch.polar(r.to(TPU), im.to(TPU)), torch.polar(r, im))
+    z = make((3, 4), C64)
+    t = z.to(TPU)
+    assert_close(t.sum(0), z.sum(0))
+    assert_close(t.mean(), z.mean())
+    assert_close(torch.cat([t, t.conj()], 1), torch.cat([z, z.conj()], 1))
+    assert_close(torch.where(t.real > 0, t, 0), torch.where(z.real > 0, z, 0))
+    assert torch.equal((t == t.conj()).cpu(), z == z.conj())
+    filled = torch.empty(3, dtype=C64, device=TPU).fill_(1 - 2j)
+    assert_close(filled, torch.full((3,), 1 - 2j, dtype=C64))
+    assert_close(t.to(torch.float32), z.to(torch.float32))
+    assert_close(re.to(TPU).to(C64), re.to(C64))
+
+
+def test_products():
+    a, b = make((2, 3, 4), C64), make((2, 4, 5), C64)
+    assert_close(a.to(TPU) @ b.to(TPU), a @ b, rtol=1e-5, atol=1e-5)
+    assert_close(a[0].to(TPU) @ b[0].to(TPU), a[0] @ b[0], rtol=1e-5, atol=1e-5)
+    c = make((3, 5), C64)
+    expected = torch.addmm(c, a[0], b[0], beta=1j, alpha=2)
+    assert_close(torch.addmm(c.to(TPU), a[0].to(TPU), b[0].to(TPU), beta=1j, alpha=2), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_products_follow_the_precision_mode():
+    """Under DEFAULT each of the four real products rounds its operands to bf16, as on a TPU."""
+    a, b = make((8, 16), C64), make((16, 4), C64)
+    with torch.tpu.precision("default"):
+        actual = a.to(TPU) @ b.to(TPU)
+
+    def rounded(x):
+        return x.to(torch.bfloat16).to(torch.float32)
+
+    ar, ai, br, bi = rounded(a.real), rounded(a.imag), rounded(b.real), rounded(b.imag)
+    expected = torch.complex(ar @ br - ai @ bi, ar @ bi + ai @ br)
+    assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+    assert (actual.cpu() - a @ b).abs().max() > 1e-4  # not computed in f32
+
+
+FFTS = [
+    ("fft", {}),
+    ("fft", {"n": 12, "norm": "ortho"}),
+    ("ifft", {"n": 5, "dim": 0}),
+    ("rfft", {"norm": "forward"}),
+    ("irfft", {}),
+    ("irfft", {"n": 9}),
+    ("hfft", {"n": 10}),
+    ("ihfft", {}),
+    ("fft2", {}),
+    ("ifft2", {"norm": "ortho"}),
+    ("rfft2", {}),
+    ("irfft2", {"s": (6, 7)}),
+    ("fftn", {"dim": (0, 2)}),
+    ("ifftn", {}),
+    ("rfftn", {"dim": (2, 0)}),
+    ("irfftn", {}),
+    ("hfftn", {}),
+    ("ihfftn", {}),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, C64], ids=["f32", "c64"])
+@pytest.mark.parametrize("name,kwargs", FFTS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(FFTS)])
+def test_fft_family(name, kwargs, dtype):
+    fn = getattr(torch.fft, name)
+    x = make((4, 6, 8), dtype)
+    if dtype.is_complex and name in ("rfft", "rfft2", "rfftn", "ihfft", "ihfftn"):
+        pytest.skip("real-input transforms")
+    assert_close(fn(x.to(TPU), **kwargs), fn(x, **kwargs), rtol=1e-5, atol=3e-5)
+
+
+def test_fft_of_noncontiguous_input_and_helpers():
+    x = make((6, 8), C64)
+    assert_close(torch.fft.fft(noncontiguous(x.to(TPU)), dim=0), torch.fft.fft(x, dim=0), rtol=1e-5, atol=3e-5)
+    y = torch.fft.fftshift(torch.fft.fft(x.to(TPU)))
+    assert_close(y, torch.fft.fftshift(torch.fft.fft(x)), rtol=1e-5, atol=3e-5)
+
+
+def test_stft_and_istft():
+    signal = make((2, 200))
+    window = torch.hann_window(32)
+    expected = torch.stft(signal, 32, hop_length=8, window=window, return_complex=True)
+    actual = torch.stft(signal.to(TPU), 32, hop_length=8, window=window.to(TPU), return_complex=True)
+    assert_close(actual, expected, rtol=1e-5, atol=5e-5)
+    back = torch.istft(actual, 32, hop_length=8, window=window.to(TPU), length=200)
+    assert_close(back, torch.istft(expected, 32, hop_length=8, window=window, length=200), rtol=1e-5, atol=5e-5)
+    assert_close(back, signal, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.fft.rfft(x).abs().sum(),
+        lambda x: torch.view_as_real(torch.fft.fft(x, norm="ortho")).pow(2).sum(),
+        lambda x: torch.fft.irfft(torch.fft.rfft(x) * (1 + 0.5j)).pow(2).sum(),
+    ],
+    ids=["rfft_abs", "fft_view_as_real", "rfft_irfft"],
+)
+def test_gradients_through_ffts(fn):
+    x = make((3, 16))
+    xc, xt = x.clone().requires_grad_(), x.to(TPU).requires_grad_()
+    fn(xc).backward()
+    fn(xt).backward()
+    assert_close(xt.grad, xc.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_fused_mode_runs_an_fft_chain_as_one_program():
+    x = make((8, 32))
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        t = x.to(TPU)
+        torch_tpu.metrics.reset()
+        y = torch.fft.irfft(torch.fft.rfft(t) * torch.fft.rfft(t).conj(), n=32)
+        result = y.cpu()
+        executions = torch_tpu.metrics.snapshot()["executions"]
+    assert executions == 1
+    torch.testing.assert_close(
+        result, torch.fft.irfft(torch.fft.rfft(x) * torch.fft.rfft(x).conj(), n=32), rtol=1e-5, atol=1e-4
+    )
+
+
+def test_ops_without_complex_support_raise():
+    t = make((3, 3), C64).to(TPU)
+    with pytest.raises(NotImplementedError, match=r"aten::sigmoid.*ComplexFloat.*complex64 is not supported"):
+        torch.sigmoid(t)
+    with pytest.raises(NotImplementedError, match="ComplexDouble"):
+        torch.zeros(2, dtype=torch.complex128, device=TPU) + 1
