@@ -6,7 +6,7 @@ import pytest
 import torch
 from float32_reference import Float32Reference
 
-import torch_tpu  # noqa: F401  (registers the tpu device)
+import torch_tpu  # registers the tpu device
 from torch_tpu.precision import Precision, precision
 
 TPU = torch.device("tpu")
@@ -27,6 +27,15 @@ def float32_cpu_reference():
     kernels (AVX2 and AVX-512 machines differ)."""
     with Float32Reference():
         yield
+
+
+@pytest.fixture
+def no_cpu_fallback():
+    """Fails a test any of whose ops ran through the CPU fallback, for files that test lowerings:
+    enable with ``pytestmark = pytest.mark.usefixtures("no_cpu_fallback")``."""
+    torch_tpu.metrics.reset()
+    yield
+    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
 
 
 @pytest.fixture

@@ -6,16 +6,10 @@ import pytest
 import torch
 from conftest import TPU, assert_close, make, noncontiguous
 
-import torch_tpu
-
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    torch_tpu.metrics.reset()
-    yield
-    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def assert_same_error(fn, *args, **kwargs):

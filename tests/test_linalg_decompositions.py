@@ -9,19 +9,14 @@ import re
 import pytest
 import torch
 from conftest import TPU, assert_close, make, noncontiguous
-
-import torch_tpu
+from linalg_helpers import cpu_error, tpu_leaf, well_conditioned
 
 DTYPES = [torch.float32, torch.float64]
 # Decompositions accumulate rounding over n steps: tolerances a few times the elementwise ones.
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-10)}
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    torch_tpu.metrics.reset()
-    yield
-    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def spd(shape, dtype=torch.float32):
@@ -29,16 +24,6 @@ def spd(shape, dtype=torch.float32):
     a = make(shape, torch.float64, low=-1, high=1)
     n = shape[-1]
     return (a @ a.mT / n + torch.eye(n, dtype=torch.float64)).to(dtype)
-
-
-def well_conditioned(shape, dtype=torch.float32):
-    """General (non-symmetric) matrices, diagonally weighted so solves are accurate."""
-    n = shape[-1]
-    return (make(shape, torch.float64, low=-1, high=1) + 2 * torch.eye(n, dtype=torch.float64)).to(dtype)
-
-
-def tpu_leaf(t):
-    return t.detach().to(TPU).requires_grad_()
 
 
 def check_grads(fn, inputs, dtype, **tol):
@@ -61,12 +46,6 @@ def check_grads(fn, inputs, dtype, **tol):
     torch.autograd.backward([a for a in actual if a.dtype.is_floating_point], [g.to(TPU) for g in grads])
     for c, t in zip(cpu_inputs, tpu_inputs, strict=True):
         assert_close(t.grad, c.grad, **tolerance)
-
-
-def cpu_error(fn, *args, **kwargs):
-    with pytest.raises(Exception) as caught:
-        fn(*args, **kwargs)
-    return caught.type, str(caught.value).split("\n")[0]
 
 
 # ---- Cholesky ----

@@ -4,13 +4,10 @@ the CPU's errors and gradients."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 from conftest import TPU, assert_close, make, noncontiguous
-
-import torch_tpu
+from linalg_helpers import assert_same_error, tpu_leaf, well_conditioned
 
 DTYPES = [torch.float32, torch.float64]
 # Factorizations accumulate rounding over n reflectors: tolerances a few times the elementwise ones.
@@ -19,25 +16,13 @@ TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-10
 GRAD_TOL = {torch.float32: dict(rtol=1e-3, atol=1e-4), torch.float64: dict(rtol=1e-9, atol=1e-9)}
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    torch_tpu.metrics.reset()
-    yield
-    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
-
-
-def well_conditioned(shape, dtype=torch.float32):
-    """Matrices with a weighted diagonal, so R's diagonal stays away from zero."""
-    a = make(shape, torch.float64, low=-1, high=1)
-    k = min(shape[-2], shape[-1])
-    eye = torch.eye(shape[-2], shape[-1], dtype=torch.float64)
-    return (a + 2 * eye if k else a).to(dtype)
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def check_grads(fn, inputs, dtype, tol=None):
     """Forward and backward of fn against the CPU, with a random upstream gradient."""
     cpu_inputs = [t.detach().clone().requires_grad_() for t in inputs]
-    tpu_inputs = [t.detach().to(TPU).requires_grad_() for t in inputs]
+    tpu_inputs = [tpu_leaf(t) for t in inputs]
     expected, actual = fn(*cpu_inputs), fn(*tpu_inputs)
     expected = expected if isinstance(expected, tuple) else (expected,)
     actual = actual if isinstance(actual, tuple) else (actual,)
@@ -49,18 +34,6 @@ def check_grads(fn, inputs, dtype, tol=None):
     torch.autograd.backward(actual, [g.to(TPU) for g in grads])
     for c, t in zip(cpu_inputs, tpu_inputs, strict=True):
         assert_close(t.grad, c.grad, **(tol or GRAD_TOL[dtype]))
-
-
-def cpu_error(fn, *args, **kwargs):
-    with pytest.raises(Exception) as caught:
-        fn(*args, **kwargs)
-    return caught.type, str(caught.value).split("\n")[0]
-
-
-def assert_same_error(fn, *cpu_args, **kwargs):
-    kind, message = cpu_error(fn, *cpu_args, **kwargs)
-    with pytest.raises(kind, match=re.escape(message)):
-        fn(*[a.to(TPU) if isinstance(a, torch.Tensor) else a for a in cpu_args], **kwargs)
 
 
 # ---- geqrf ----

@@ -12,19 +12,14 @@ import re
 import pytest
 import torch
 from conftest import TPU, assert_close, make, noncontiguous
-
-import torch_tpu
+from linalg_helpers import assert_same_error, cpu_error, tpu_leaf
 
 DTYPES = [torch.float32, torch.float64]
 # Iterative decompositions accumulate rounding over sweeps: a few times the elementwise tolerances.
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-10, atol=1e-10)}
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    torch_tpu.metrics.reset()
-    yield
-    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def symmetric(shape, dtype):
@@ -51,10 +46,6 @@ def assert_orthonormal_columns(q, **tol):
     torch.testing.assert_close(q.mT @ q, eye, **tol)
 
 
-def tpu_leaf(t):
-    return t.detach().to(TPU).requires_grad_()
-
-
 def check_grads(fn, inputs, dtype, **tol):
     """fn's (gauge-invariant) outputs and their input gradients against the CPU."""
     cpu_inputs = [t.detach().clone().requires_grad_() for t in inputs]
@@ -67,18 +58,6 @@ def check_grads(fn, inputs, dtype, **tol):
     actual.backward(grad.to(TPU))
     for c, t in zip(cpu_inputs, tpu_inputs, strict=True):
         assert_close(t.grad, c.grad, **tolerance)
-
-
-def cpu_error(fn, *args, **kwargs):
-    with pytest.raises(Exception) as caught:
-        fn(*args, **kwargs)
-    return caught.type, str(caught.value).split("\n")[0]
-
-
-def assert_same_error(fn, cpu_args, **kwargs):
-    kind, message = cpu_error(fn, *cpu_args, **kwargs)
-    with pytest.raises(kind, match=re.escape(message)):
-        fn(*[a.to(TPU) for a in cpu_args], **kwargs)
 
 
 # ---- eigh ----
@@ -337,7 +316,7 @@ def test_matrix_exp_grad(dtype):
 def test_dtype_errors_match_cpu(dtype):
     a = make((3, 3), dtype)
     for fn in [torch.linalg.eigh, torch.linalg.eigvalsh, torch.linalg.svd, torch.linalg.svdvals]:
-        assert_same_error(fn, [a])
+        assert_same_error(fn, a)
     if dtype == torch.int64:
         # PyTorch's Python meta function (which checks tpu arguments) names the dtype
         # "torch.int64" where the CPU kernel says "Long": the type and the rest match.
@@ -347,8 +326,8 @@ def test_dtype_errors_match_cpu(dtype):
 
 
 def test_argument_errors_match_cpu():
-    assert_same_error(torch.linalg.eigh, [make((3, 4))])
-    assert_same_error(torch.linalg.eigh, [make((3, 3))], UPLO="X")
-    assert_same_error(torch.linalg.eigvalsh, [make((3,))])
-    assert_same_error(torch.linalg.matrix_exp, [make((3, 4))])
-    assert_same_error(torch.linalg.svd, [make((3,))])
+    assert_same_error(torch.linalg.eigh, make((3, 4)))
+    assert_same_error(torch.linalg.eigh, make((3, 3)), UPLO="X")
+    assert_same_error(torch.linalg.eigvalsh, make((3,)))
+    assert_same_error(torch.linalg.matrix_exp, make((3, 4)))
+    assert_same_error(torch.linalg.svd, make((3,)))

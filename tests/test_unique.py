@@ -6,16 +6,10 @@ import pytest
 import torch
 from conftest import TPU, assert_close, make, noncontiguous
 
-import torch_tpu
-
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.uint8, torch.bool]
 
 
-@pytest.fixture(autouse=True)
-def no_cpu_fallback():
-    torch_tpu.metrics.reset()
-    yield
-    assert torch_tpu.metrics.snapshot()["cpu_fallbacks"] == 0
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
 
 
 def assert_all_close(actual, expected):

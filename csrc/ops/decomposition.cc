@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/builder.h"
+#include "ops/matrix.h"
 #include "ops/type_names.h"
 
 namespace torch_tpu::ops {
@@ -24,46 +25,7 @@ void RejectCheckErrors(const LoweringContext& ctx, size_t index) {
   }
 }
 
-// ---- matrix helpers: the last two dims are the matrix, the others the batch ----
-
-Shape BatchOf(const Shape& shape) { return Shape(shape.begin(), shape.end() - 2); }
-Shape WithMatrix(Shape batch, int64_t rows, int64_t columns) {
-  batch.push_back(rows);
-  batch.push_back(columns);
-  return batch;
-}
-Shape WithLast(Shape shape, int64_t size) {
-  shape.push_back(size);
-  return shape;
-}
-int64_t Rows(const Value& x) { return x.shape()[x.rank() - 2]; }
-int64_t Columns(const Value& x) { return x.shape().back(); }
-
-Value MatrixTranspose(const Value& x) {
-  std::vector<int64_t> permutation;
-  for (int64_t i = 0; i < x.rank(); ++i) permutation.push_back(i);
-  std::swap(permutation[x.rank() - 2], permutation[x.rank() - 1]);
-  return Transpose(x, permutation);
-}
-
-// True where column - row <= offset (lower) or column - row >= offset (upper).
-Value TriangleMask(const Shape& shape, bool lower, int64_t offset = 0) {
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  const TensorType index{DType::kS64, shape};
-  Value diagonal_distance = Sub(Iota(index, rank - 1), Iota(index, rank - 2));
-  return Compare(diagonal_distance, Constant(offset, DType::kS64), lower ? "LE" : "GE");
-}
-
-Value Triangle(const Value& x, bool lower, int64_t offset = 0) {
-  return Select(TriangleMask(x.shape(), lower, offset), x, ConstantLike(0, x));
-}
-
-Value Identity(DType dtype, const Shape& shape) {
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  const TensorType index{DType::kS64, shape};
-  return Select(Compare(Iota(index, rank - 2), Iota(index, rank - 1), "EQ"),
-                Constant(1, dtype, shape), Constant(0, dtype, shape));
-}
+// ---- matrix helpers (the shared ones are in ops/matrix.h) ----
 
 // The diagonal of each matrix (square or not), shape (*, min(m, n)). Selected-out entries and
 // the sum start as -0, so the sum is exactly the diagonal entry (a -0 stays -0).
@@ -79,46 +41,17 @@ Value Diagonal(const Value& x) {
   return Reduce(entries, {square.rank() - 1}, "stablehlo.add", negative_zero);
 }
 
-// op(a) x = b (left) or x op(a) = b (right) for a lower/upper triangular `a` (its other triangle
-// ignored), batch dims broadcast; `transpose_a` makes op(a) = a^T.
-Value TriangularSolve(Value a, Value b, bool left, bool lower, bool unit_diagonal,
-                      bool transpose_a) {
-  const Shape batch = BroadcastShapes(BatchOf(a.shape()), BatchOf(b.shape()));
-  a = BroadcastTo(a, WithMatrix(batch, Rows(a), Columns(a)));
-  b = BroadcastTo(b, WithMatrix(batch, Rows(b), Columns(b)));
-  if (ir::NumElements(b.shape()) == 0) return b;
-  a = Triangle(a, lower);
-  auto flag = [](bool value) { return value ? std::string("true") : std::string("false"); };
-  return ir::MakeOp("stablehlo.triangular_solve", {a, b}, b.type(),
-                    "left_side = " + flag(left) + ", lower = " + flag(lower) +
-                        ", unit_diagonal = " + flag(unit_diagonal) +
-                        ", transpose_a = #stablehlo<transpose " +
-                        (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">");
-}
-
 // ---- loops ----
 //
 // Loop bodies work on per-matrix row indices (each matrix of a batch pivots on its own rows), so
 // they move rows with masks rather than dynamic slices; j, the column, is shared.
 
-Value ZeroS32() { return ir::IntegerConstant(0, DType::kS32); }
-
-// x[..., j:j+size, ...] along `dim` at a 0-d s32 `start`.
-Value DynamicSliceAt(const Value& x, int64_t dim, const Value& start, int64_t size) {
-  std::vector<Value> operands{x};
-  Shape sizes = x.shape();
-  sizes[dim] = size;
-  for (int64_t d = 0; d < x.rank(); ++d) operands.push_back(d == dim ? start : ZeroS32());
-  return ir::MakeOp("stablehlo.dynamic_slice", operands, TensorType{x.dtype(), sizes},
-                    "slice_sizes = " + ir::I64Array(sizes));
-}
-
 // Row `row` (s32, shape (*)) of each matrix of x (*, m, c), as (*, 1, c). Exact: the one
 // selected entry plus -0s (0s for integers).
 Value TakeRows(const Value& x, const Value& row) {
   const int64_t rows_dim = x.rank() - 2;
-  Value row_index = Iota(TensorType{DType::kS32, x.shape()}, rows_dim);
-  Value selected = Compare(row_index, Reshape(row, WithMatrix(row.shape(), 1, 1)), "EQ");
+  Value row_index = RowIndex(x.shape());
+  Value selected = Compare(row_index, PerMatrix(row), "EQ");
   Value neutral = ir::IsFloating(x.dtype()) ? Constant(-0.0, x.dtype()) : Constant(0, x.dtype());
   Value sum = Reduce(Select(selected, x, BroadcastTo(neutral, x.shape())), {rows_dim},
                      "stablehlo.add", neutral);
@@ -130,33 +63,9 @@ Value SwapRows(const Value& x, const Value& j, const Value& p) {
   const int64_t rows_dim = x.rank() - 2;
   Value row_j = DynamicSliceAt(x, rows_dim, j, 1);
   Value row_p = TakeRows(x, p);
-  Value row_index = Iota(TensorType{DType::kS32, x.shape()}, rows_dim);
-  Value at_p = Compare(row_index, Reshape(p, WithMatrix(p.shape(), 1, 1)), "EQ");
+  Value row_index = RowIndex(x.shape());
+  Value at_p = Compare(row_index, PerMatrix(p), "EQ");
   return Select(Compare(row_index, j, "EQ"), row_p, Select(at_p, row_j, x));
-}
-
-// A loop `for j in [0, count)` over `carried` values; `body(j, values)` returns their new values.
-// With `guarded`, carried[0] is a 0-d bool the body keeps unchanged: false skips the loop.
-template <typename Body>
-std::vector<Value> ForLoop(int64_t count, const std::vector<Value>& carried, Body&& body,
-                           bool guarded = false) {
-  std::vector<Value> initial{ZeroS32()};
-  initial.insert(initial.end(), carried.begin(), carried.end());
-  std::vector<TensorType> types;
-  for (const Value& v : initial) types.push_back(v.type());
-  auto condition = ir::MakeRegion(types, [&](const std::vector<Value>& a) {
-    Value more = Compare(a[0], ir::IntegerConstant(count, DType::kS32), "LT");
-    return std::vector<Value>{guarded ? And(more, a[1]) : more};
-  });
-  auto step = ir::MakeRegion(types, [&](const std::vector<Value>& a) {
-    std::vector<Value> values(a.begin() + 1, a.end());
-    std::vector<Value> next{Add(a[0], ir::IntegerConstant(1, DType::kS32))};
-    for (Value& v : body(a[0], values)) next.push_back(std::move(v));
-    return next;
-  });
-  std::vector<Value> results = ir::MakeMultiOp("stablehlo.while", initial, types, "",
-                                               {std::move(condition), std::move(step)});
-  return std::vector<Value>(results.begin() + 1, results.end());
 }
 
 // ---- Cholesky ----
@@ -168,19 +77,16 @@ Value CholeskyInfo(const Value& a, const Value& failed) {
   const int64_t n = Columns(a), rows_dim = a.rank() - 2, columns_dim = a.rank() - 1;
   const Shape batch = BatchOf(a.shape());
   Value symmetric = Select(TriangleMask(a.shape(), true), a, MatrixTranspose(a));
-  std::vector<int64_t> batch_dims;
-  for (int64_t d = 0; d < failed.rank(); ++d) batch_dims.push_back(d);
-  Value any_failed =
-      Reduce(failed, batch_dims, "stablehlo.or", ir::IntegerConstant(0, DType::kBool));
+  Value any_failed = AnyOf(failed);
   auto step = [&](const Value& j, const std::vector<Value>& v) {
     const Value& x = v[1];
     Value column = DynamicSliceAt(x, columns_dim, j, 1);   // (*, n, 1)
     Value pivot = DynamicSliceAt(column, rows_dim, j, 1);  // (*, 1, 1)
     Value positive = Reshape(Compare(pivot, ConstantLike(0, pivot), "GT"), batch);
-    Value first = And(Compare(v[2], ZeroS32(), "EQ"), Not(positive));
+    Value first = And(Compare(v[2], S32(0), "EQ"), Not(positive));
     Value info = Select(first, Add(j, Constant(1, DType::kS32)), v[2]);
-    Value row_index = Iota(TensorType{DType::kS32, x.shape()}, rows_dim);
-    Value column_index = Iota(TensorType{DType::kS32, x.shape()}, columns_dim);
+    Value row_index = RowIndex(x.shape());
+    Value column_index = ColumnIndex(x.shape());
     Value l = Div(column, Sqrt(pivot));
     Value trailing = And(Compare(row_index, j, "GT"), Compare(column_index, j, "GT"));
     Value updated = Select(trailing, Sub(x, Mul(l, MatrixTranspose(l))), x);
@@ -286,11 +192,11 @@ LuFactors LuFactor(const Value& a) {
   auto step = [&](const Value& j, const std::vector<Value>& v) {
     const Value& x = v[0];
     const DType t = x.dtype();
-    Value row_index = Iota(TensorType{DType::kS32, x.shape()}, rows_dim);
-    Value column_index = Iota(TensorType{DType::kS32, x.shape()}, columns_dim);
+    Value row_index = RowIndex(x.shape());
+    Value column_index = ColumnIndex(x.shape());
     // Pivot search over column j's rows at or below j.
     Value column = DynamicSliceAt(x, columns_dim, j, 1);  // (*, m, 1)
-    Value column_rows = Iota(TensorType{DType::kS32, column.shape()}, rows_dim);
+    Value column_rows = RowIndex(column.shape());
     Value magnitude = Abs(column);
     Value eligible = Compare(column_rows, j, "GE");
     Value candidate =
@@ -319,7 +225,7 @@ LuFactors LuFactor(const Value& a) {
     Value new_pivots =
         Select(Compare(pivot_position, j, "EQ"),
                Reshape(Add(pivot_row, Constant(1, DType::kS32)), WithLast(batch, 1)), v[1]);
-    Value first_zero = And(Compare(v[3], ZeroS32(), "EQ"), Reshape(Not(nonzero), batch));
+    Value first_zero = And(Compare(v[3], S32(0), "EQ"), Reshape(Not(nonzero), batch));
     Value new_info = Select(first_zero, Add(j, Constant(1, DType::kS32)), v[3]);
     return std::vector<Value>{updated, new_pivots, permuted, new_info};
   };
@@ -333,7 +239,7 @@ Value ApplyPivots(const Value& b, const Value& pivots, bool reverse) {
   if (k == 0 || ir::NumElements(b.shape()) == 0) return b;
   const Shape batch = BatchOf(b.shape());
   auto step = [&](const Value& j, const std::vector<Value>& v) {
-    Value row = reverse ? Sub(ir::IntegerConstant(k - 1, DType::kS32), j) : j;
+    Value row = reverse ? Sub(S32(k - 1), j) : j;
     Value target = Sub(Reshape(DynamicSliceAt(v[1], v[1].rank() - 1, row, 1), batch),
                        Constant(1, DType::kS32));
     return std::vector<Value>{SwapRows(v[0], row, target), v[1]};
@@ -388,7 +294,7 @@ std::vector<Value> UnpackLu(const LoweringContext& ctx, const Value& lu, const V
     results.push_back(Constant(0, t, ctx.output(0).shape));
   } else {
     // P[r, c] = 1 where row c of P^T A is row r of A.
-    Value rows = Iota(TensorType{DType::kS32, WithMatrix(batch, m, m)}, rank - 2);
+    Value rows = RowIndex(WithMatrix(batch, m, m));
     Value columns = Reshape(permutation, WithMatrix(batch, 1, m));
     results.push_back(Convert(Compare(rows, columns, "EQ"), t));
   }
@@ -418,7 +324,7 @@ std::vector<Value> LuUnpackLowering(LoweringContext& ctx) {
   Value lu = ctx.tensor(0);
   Value pivots = Convert(ctx.tensor(1), DType::kS32);
   const Shape column = WithMatrix(BatchOf(lu.shape()), Rows(lu), 1);
-  Value rows = ApplyPivots(Iota(TensorType{DType::kS32, column}, lu.rank() - 2), pivots, false);
+  Value rows = ApplyPivots(RowIndex(column), pivots, false);
   return UnpackLu(ctx, lu, Reshape(rows, WithLast(BatchOf(lu.shape()), Rows(lu))));
 }
 

@@ -12,47 +12,13 @@
 #include <vector>
 
 #include "ops/builder.h"
+#include "ops/matrix.h"
 #include "ops/type_names.h"
 
 namespace torch_tpu::ops {
 namespace {
 
-// ---- matrix helpers: the last two dims are the matrix, the others the batch ----
-
-Shape BatchOf(const Shape& shape) { return Shape(shape.begin(), shape.end() - 2); }
-Shape WithMatrix(Shape batch, int64_t rows, int64_t columns) {
-  batch.push_back(rows);
-  batch.push_back(columns);
-  return batch;
-}
-int64_t Rows(const Value& x) { return x.shape()[x.rank() - 2]; }
-int64_t Columns(const Value& x) { return x.shape().back(); }
-
-Value MatrixTranspose(const Value& x) {
-  std::vector<int64_t> permutation;
-  for (int64_t i = 0; i < x.rank(); ++i) permutation.push_back(i);
-  std::swap(permutation[x.rank() - 2], permutation[x.rank() - 1]);
-  return Transpose(x, permutation);
-}
-
-// Row and column indices (s32) of every entry of a value of `shape`.
-Value RowIndex(const Shape& shape) {
-  return Iota(TensorType{DType::kS32, shape}, static_cast<int64_t>(shape.size()) - 2);
-}
-Value ColumnIndex(const Shape& shape) {
-  return Iota(TensorType{DType::kS32, shape}, static_cast<int64_t>(shape.size()) - 1);
-}
-
-// x with the entries below its diagonal zeroed.
-Value UpperTriangle(const Value& x) {
-  Value keep = Compare(ColumnIndex(x.shape()), RowIndex(x.shape()), "GE");
-  return Select(keep, x, ConstantLike(0, x));
-}
-
-Value Identity(DType dtype, const Shape& shape) {
-  Value diagonal = Compare(RowIndex(shape), ColumnIndex(shape), "EQ");
-  return Convert(diagonal, dtype);
-}
+// ---- matrix helpers (the shared ones are in ops/matrix.h) ----
 
 // The first `rows` rows and `columns` columns of each matrix.
 Value TopLeft(const Value& x, int64_t rows, int64_t columns) {
@@ -63,43 +29,6 @@ Value TopLeft(const Value& x, int64_t rows, int64_t columns) {
 // Sum over the rows, kept as a size-1 dim: (*, m, c) -> (*, 1, c).
 Value SumRows(const Value& x) {
   return KeepDims(SumOver(x, {x.rank() - 2}), x.shape(), {x.rank() - 2});
-}
-
-// ---- loops over the reflectors ----
-
-Value ZeroS32() { return ir::IntegerConstant(0, DType::kS32); }
-
-// x[..., start:start+size, ...] along `dim`, at a 0-d s32 `start`.
-Value DynamicSliceAt(const Value& x, int64_t dim, const Value& start, int64_t size) {
-  std::vector<Value> operands{x};
-  Shape sizes = x.shape();
-  sizes[dim] = size;
-  for (int64_t d = 0; d < x.rank(); ++d) operands.push_back(d == dim ? start : ZeroS32());
-  return ir::MakeOp("stablehlo.dynamic_slice", operands, TensorType{x.dtype(), sizes},
-                    "slice_sizes = " + ir::I64Array(sizes));
-}
-
-// `for j in [0, count)` over `carried` values; `body(j, values)` returns their new values. The
-// body sees only the carried values (and constants), so what it reads must be carried.
-template <typename Body>
-std::vector<Value> ForLoop(int64_t count, const std::vector<Value>& carried, Body&& body) {
-  std::vector<Value> initial{ZeroS32()};
-  initial.insert(initial.end(), carried.begin(), carried.end());
-  std::vector<TensorType> types;
-  for (const Value& v : initial) types.push_back(v.type());
-  auto condition = ir::MakeRegion(types, [&](const std::vector<Value>& a) {
-    return std::vector<Value>{Compare(a[0], ir::IntegerConstant(count, DType::kS32), "LT")};
-  });
-  auto step = ir::MakeRegion(types, [&](const std::vector<Value>& a) {
-    std::vector<Value> next{Add(a[0], ir::IntegerConstant(1, DType::kS32))};
-    for (Value& v : body(a[0], std::vector<Value>(a.begin() + 1, a.end()))) {
-      next.push_back(std::move(v));
-    }
-    return next;
-  });
-  std::vector<Value> results = ir::MakeMultiOp("stablehlo.while", initial, types, "",
-                                               {std::move(condition), std::move(step)});
-  return std::vector<Value>(results.begin() + 1, results.end());
 }
 
 // ---- reflectors ----
@@ -130,7 +59,7 @@ Value ApplyReflectors(const Value& a, const Value& tau, const Value& c, bool rev
   const int64_t k = tau.shape().back();
   if (k == 0 || ir::NumElements(c.shape()) == 0) return c;
   auto step = [&](const Value& i, const std::vector<Value>& v) {
-    Value j = reverse ? Sub(ir::IntegerConstant(k - 1, DType::kS32), i) : i;
+    Value j = reverse ? Sub(S32(k - 1), i) : i;
     Value applied = ApplyReflector(HouseholderVector(v[1], j), TauAt(v[2], j), v[0]);
     return std::vector<Value>{applied, v[1], v[2]};
   };
@@ -183,18 +112,14 @@ std::vector<Value> GeqrfStep(const Value& j, const std::vector<Value>& v) {
       Select(Compare(column_index, j, "GT"), applied,
              Select(Compare(column_index, j, "EQ"), BroadcastTo(new_column, x.shape()), x));
   Value tau_index = Iota(TensorType{DType::kS32, taus.shape()}, taus.rank() - 1);
-  Shape tau_entry = BatchOf(tau.shape());
-  tau_entry.push_back(1);
-  Value new_taus =
-      Select(Compare(tau_index, j, "EQ"), BroadcastTo(Reshape(tau, tau_entry), taus.shape()), taus);
+  Value tau_entry = Reshape(tau, WithLast(BatchOf(tau.shape()), 1));
+  Value new_taus = Select(Compare(tau_index, j, "EQ"), BroadcastTo(tau_entry, taus.shape()), taus);
   return {updated, new_taus};
 }
 
 QrFactors Geqrf(const Value& a) {
   const int64_t k = std::min(Rows(a), Columns(a));
-  Shape tau_shape = BatchOf(a.shape());
-  tau_shape.push_back(k);
-  Value tau = Constant(0, a.dtype(), tau_shape);
+  Value tau = Constant(0, a.dtype(), WithLast(BatchOf(a.shape()), k));
   if (k == 0) return {a, tau};
   std::vector<Value> results = ForLoop(k, {a, tau}, GeqrfStep);
   return {results[0], results[1]};
@@ -239,7 +164,7 @@ std::vector<Value> LinalgQrLowering(LoweringContext& ctx) {
   const TensorType q_type = ctx.output(0), r_type = ctx.output(1);
   const int64_t r_rows = r_type.shape[r_type.shape.size() - 2];
   QrFactors factors = Geqrf(a);
-  Value r = UpperTriangle(TopLeft(factors.qr, r_rows, Columns(a)));
+  Value r = Triangle(TopLeft(factors.qr, r_rows, Columns(a)), false);
   // Mode 'r' (and an empty Q) has no Q to build.
   if (ir::NumElements(q_type.shape) == 0) {
     return {Constant(0, a.dtype(), q_type.shape), r};
@@ -249,17 +174,6 @@ std::vector<Value> LinalgQrLowering(LoweringContext& ctx) {
 }
 
 // ---- linalg_lstsq ----
-
-// op(r) x = b for the upper triangle of a square r (*, n, n), b (*, n, c), op(r) = r^T when
-// transposed.
-Value SolveUpper(const Value& r, const Value& b, bool transpose) {
-  if (ir::NumElements(b.shape()) == 0) return b;
-  const std::string op = transpose ? "TRANSPOSE" : "NO_TRANSPOSE";
-  return ir::MakeOp("stablehlo.triangular_solve", {UpperTriangle(r), b}, b.type(),
-                    "left_side = true, lower = false, unit_diagonal = false, "
-                    "transpose_a = #stablehlo<transpose " +
-                        op + ">");
-}
 
 struct LeastSquares {
   Value solution;   // (*, n, c)
@@ -275,11 +189,12 @@ LeastSquares Gels(const Value& a, const Value& b) {
     QrFactors factors = Geqrf(a);
     Value projected = ApplyReflectors(factors.qr, factors.tau, b, false);
     Value tail = SliceAxis(projected, b.rank() - 2, n, m);
-    Value x = SolveUpper(TopLeft(factors.qr, n, n), TopLeft(projected, n, c), false);
+    Value x = TriangularSolve(TopLeft(factors.qr, n, n), TopLeft(projected, n, c), true, false,
+                              false, false);
     return {x, m > n ? SumOver(Mul(tail, tail), {b.rank() - 2}) : Value{}};
   }
   QrFactors factors = Geqrf(MatrixTranspose(a));
-  Value y = SolveUpper(TopLeft(factors.qr, m, m), b, true);
+  Value y = TriangularSolve(TopLeft(factors.qr, m, m), b, true, false, false, true);
   Value zeros = Constant(0, a.dtype(), WithMatrix(BatchOf(a.shape()), n - m, c));
   Value padded = Concatenate({y, zeros}, y.rank() - 2);
   return {ApplyReflectors(factors.qr, factors.tau, padded, true), Value{}};
@@ -298,11 +213,7 @@ std::vector<Value> LstsqLowering(LoweringContext& ctx) {
                            "full-rank systems with QR");
   }
   Value a = ctx.tensor(0), b = ctx.tensor(1);
-  if (a.rank() - b.rank() == 1) {  // a batch of vectors
-    Shape column = b.shape();
-    column.push_back(1);
-    b = Reshape(b, column);
-  }
+  if (a.rank() - b.rank() == 1) b = Reshape(b, WithLast(b.shape(), 1));  // a batch of vectors
   const Shape batch = BroadcastShapes(BatchOf(a.shape()), BatchOf(b.shape()));
   a = BroadcastTo(a, WithMatrix(batch, Rows(a), Columns(a)));
   b = BroadcastTo(b, WithMatrix(batch, Rows(b), Columns(b)));

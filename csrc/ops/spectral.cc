@@ -18,33 +18,13 @@
 #include <vector>
 
 #include "ops/builder.h"
+#include "ops/matrix.h"
 #include "ops/type_names.h"
 
 namespace torch_tpu::ops {
 namespace {
 
-// ---- matrix helpers: the last two dims are the matrix, the others the batch ----
-
-Shape BatchOf(const Shape& shape) { return Shape(shape.begin(), shape.end() - 2); }
-Shape WithMatrix(Shape batch, int64_t rows, int64_t columns) {
-  batch.push_back(rows);
-  batch.push_back(columns);
-  return batch;
-}
-Shape WithLast(Shape shape, int64_t size) {
-  shape.push_back(size);
-  return shape;
-}
-int64_t Rows(const Value& x) { return x.shape()[x.rank() - 2]; }
-int64_t Columns(const Value& x) { return x.shape().back(); }
-Value S32(int64_t value) { return ir::IntegerConstant(value, DType::kS32); }
-
-Value MatrixTranspose(const Value& x) {
-  std::vector<int64_t> permutation;
-  for (int64_t i = 0; i < x.rank(); ++i) permutation.push_back(i);
-  std::swap(permutation[x.rank() - 2], permutation[x.rank() - 1]);
-  return Transpose(x, permutation);
-}
+// ---- matrix helpers (the shared ones are in ops/matrix.h) ----
 
 // Full-precision batched matmul: the iterations below must not lose bits to a fast precision mode.
 Value MatMul(const Value& a, const Value& b) {
@@ -53,29 +33,13 @@ Value MatMul(const Value& a, const Value& b) {
   return DotGeneral(a, b, batch, batch, {a.rank() - 1}, {b.rank() - 2}, a.dtype(), true);
 }
 
-Value DiagonalMask(const Shape& shape) {
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  const TensorType index{DType::kS32, shape};
-  return Compare(Iota(index, rank - 2), Iota(index, rank - 1), "EQ");
-}
-
-Value Identity(DType dtype, const Shape& shape) {
-  return Select(DiagonalMask(shape), Constant(1, dtype, shape), Constant(0, dtype, shape));
-}
-
 Value SumLast(const Value& x) {
   return Reduce(x, {x.rank() - 1}, "stablehlo.add", Constant(0, x.dtype()));
 }
 
+// The diagonal of each square matrix, (*, n).
 Value Diagonal(const Value& x) {
   return SumLast(Select(DiagonalMask(x.shape()), x, ConstantLike(0, x)));
-}
-
-Value AnyOf(const Value& flags) {
-  if (flags.rank() == 0) return flags;
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < flags.rank(); ++d) dims.push_back(d);
-  return Reduce(flags, dims, "stablehlo.or", ir::IntegerConstant(0, DType::kBool));
 }
 
 Value MaxOf(const Value& x) {
@@ -83,9 +47,6 @@ Value MaxOf(const Value& x) {
   for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
   return Reduce(x, dims, "stablehlo.maximum", S32(0));
 }
-
-// (*) -> (*, 1, 1), to scale whole matrices.
-Value PerMatrix(const Value& x) { return Reshape(x, WithMatrix(x.shape(), 1, 1)); }
 
 // The largest |entry| of each matrix, or 1 where that is 0 or not finite: dividing by it keeps the
 // sums of squares below from overflowing or underflowing, at the cost of one rounding.
@@ -118,18 +79,6 @@ Value NanUnlessFinite(const Value& x, const Value& finite) {
 double Epsilon(DType dtype) {
   return dtype == DType::kF64 ? std::numeric_limits<double>::epsilon()
                               : std::numeric_limits<float>::epsilon();
-}
-
-// `while (condition(values)) values = body(values)`. Regions see only the carried values.
-template <typename Condition, typename Body>
-std::vector<Value> While(const std::vector<Value>& initial, Condition&& condition, Body&& body) {
-  std::vector<TensorType> types;
-  for (const Value& v : initial) types.push_back(v.type());
-  auto condition_region = ir::MakeRegion(
-      types, [&](const std::vector<Value>& a) { return std::vector<Value>{condition(a)}; });
-  auto body_region = ir::MakeRegion(types, [&](const std::vector<Value>& a) { return body(a); });
-  return ir::MakeMultiOp("stablehlo.while", initial, types, "",
-                         {std::move(condition_region), std::move(body_region)});
 }
 
 // Reorders the columns of x (*, r, n) by `order` (*, n) (s64): column j of the result is column
@@ -250,8 +199,8 @@ struct Eigen {
 std::vector<Value> EighRound(const Value& a, const Value& v, const Value& round_index) {
   const int64_t n = Columns(a);
   Round round = RoundPairs(n, round_index);
-  Value column = Iota(TensorType{DType::kS32, a.shape()}, a.rank() - 1);
-  Value row = Iota(TensorType{DType::kS32, a.shape()}, a.rank() - 2);
+  Value column = ColumnIndex(a.shape());
+  Value row = RowIndex(a.shape());
   Value partner = BroadcastInDim(round.partner, a.shape(), {a.rank() - 2});
   Value pairs = And(Compare(column, partner, "EQ"), Compare(column, row, "NE"));
   Value zero = ConstantLike(0, a);
@@ -301,11 +250,7 @@ std::vector<Value> EighLowering(LoweringContext& ctx) {
     return {Constant(0, a.dtype(), ctx.output(0).shape),
             Constant(0, a.dtype(), ctx.output(1).shape)};
   }
-  const int64_t rank = a.rank();
-  const TensorType index{DType::kS32, a.shape()};
-  Value distance = Sub(Iota(index, rank - 1), Iota(index, rank - 2));  // column - row
-  Value own_triangle = Compare(distance, S32(0), lower ? "LE" : "GE");
-  Eigen eigen = JacobiEigh(Select(own_triangle, a, MatrixTranspose(a)));
+  Eigen eigen = JacobiEigh(Select(TriangleMask(a.shape(), lower), a, MatrixTranspose(a)));
   Value vectors = compute_v ? eigen.vectors : Constant(0, a.dtype(), ctx.output(1).shape);
   return {eigen.values, vectors};
 }
@@ -341,14 +286,8 @@ Value CompleteOrthonormal(const Value& u) {
   auto body = [&](const std::vector<Value>& v) {
     const Value& j = v[0];
     const Value& x = v[1];
-    std::vector<Value> start(x.rank(), S32(0));
-    start[last] = j;
-    std::vector<Value> operands{x};
-    operands.insert(operands.end(), start.begin(), start.end());
     const Shape column_shape = WithMatrix(batch, m, 1);
-    Value column =
-        ir::MakeOp("stablehlo.dynamic_slice", operands, TensorType{x.dtype(), column_shape},
-                   "slice_sizes = " + ir::I64Array(column_shape));
+    Value column = DynamicSliceAt(x, last, j, 1);
     Value empty = Compare(SumLast(Reshape(Mul(column, column), WithLast(batch, m))),
                           Constant(0, x.dtype()), "EQ");  // (*)
     Value row_norms = SumLast(Mul(x, x));                 // (*, m)
@@ -369,7 +308,7 @@ Value CompleteOrthonormal(const Value& u) {
     Value norm = Sqrt(Reduce(Mul(candidate, candidate), {rows_dim, last}, "stablehlo.add",
                              Constant(0, x.dtype())));
     candidate = Div(candidate, PerMatrix(norm));
-    Value columns = Iota(TensorType{DType::kS32, x.shape()}, last);
+    Value columns = ColumnIndex(x.shape());
     Value target = And(Compare(columns, j, "EQ"), BroadcastTo(PerMatrix(empty), x.shape()));
     return std::vector<Value>{Add(j, S32(1)), Select(target, BroadcastTo(candidate, x.shape()), x)};
   };
