@@ -12,15 +12,15 @@ from conftest import make, run_python
 
 from torch_tpu import _C
 
-# An op with no lowering (histograms are not planned soon); if it gains one, pick another.
-UNSUPPORTED = "torch.histogram(x, bins=5).hist"
-UNSUPPORTED_OP = "aten::histogram.bin_ct"
+# An op with no lowering (the general eigenproblem); if it gains one, pick another.
+UNSUPPORTED = "torch.linalg.eig(x.reshape(4, 4)).eigenvalues"
+UNSUPPORTED_OP = "aten::linalg_eig"
 
 
 def test_unsupported_op_names_the_op_and_the_fix():
-    x = make((8,)).to("tpu")
+    x = make((16,)).to("tpu")
     with pytest.raises(NotImplementedError) as info:
-        torch.histogram(x, bins=5)
+        torch.linalg.eig(x.reshape(4, 4))
     message = str(info.value)
     assert f"'{UNSUPPORTED_OP}'" in message
     assert "dtypes: Float" in message
@@ -38,8 +38,8 @@ with warnings.catch_warnings(record=True) as caught:
     first = {UNSUPPORTED}
     second = {UNSUPPORTED}
 assert first.device.type == "tpu", first.device
-torch.testing.assert_close(first.cpu(), torch.histogram(cpu, bins=5).hist)
-torch.testing.assert_close(second.cpu(), torch.histogram(cpu, bins=5).hist)
+torch.testing.assert_close(first.cpu(), torch.linalg.eig(cpu.reshape(4, 4)).eigenvalues)
+torch.testing.assert_close(second.cpu(), torch.linalg.eig(cpu.reshape(4, 4)).eigenvalues)
 messages = [str(w.message) for w in caught if "{UNSUPPORTED_OP}" in str(w.message)]
 print(json.dumps(dict(warnings=messages, metrics=torch_tpu.metrics.snapshot())))
 """,

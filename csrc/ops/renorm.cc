@@ -1,0 +1,48 @@
+// renorm(self, p, dim, maxnorm): each slice along `dim` whose p-norm exceeds maxnorm is scaled
+// to norm maxnorm. As on the CPU: the norm is taken in the op-math type (f32 for f16/bf16), the
+// factor maxnorm / (norm + 1e-7) is rounded to the input's dtype before the multiply.
+// Its backward (renorm_backward) is composite in PyTorch and needs no lowering of its own.
+#include <cmath>
+#include <vector>
+
+#include "ops/builder.h"
+
+namespace torch_tpu::ops {
+namespace {
+
+// sum(|x|^p)^(1/p) over `dims`, with the exact forms for p = 1, 2 and inf. p picks the formula,
+// so it is part of the program; maxnorm is a runtime parameter.
+Value VectorNorm(const Value& x, const std::vector<int64_t>& dims, double p) {
+  Value magnitude = Abs(x);
+  if (std::isinf(p))
+    return Reduce(magnitude, dims, "stablehlo.maximum", ir::ScalarConstant(0, x.dtype()));
+  if (p == 1) return SumOver(magnitude, dims);
+  if (p == 2) return Sqrt(SumOver(Mul(x, x), dims));
+  Value powered = Binary("stablehlo.power", magnitude, ConstantLike(p, magnitude));
+  Value sum = SumOver(powered, dims);
+  return Binary("stablehlo.power", sum, ConstantLike(1.0 / p, sum));
+}
+
+std::vector<Value> RenormLowering(LoweringContext& ctx) {
+  Value self = ctx.tensor(0);
+  const DType dtype = self.dtype();
+  const int64_t dim = NormalizeDim(ctx.int_arg(2), self.rank());
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    if (d != dim) others.push_back(d);
+  }
+  const DType math = OpMathType(dtype);
+  Value norm = VectorNorm(Convert(self, math), others, ctx.double_arg(1));
+  Value maxnorm = BroadcastTo(ctx.value(3, math), norm.shape());
+  Value scale = Div(maxnorm, Add(norm, ConstantLike(1e-7, norm)));
+  Value factor = Select(Compare(norm, maxnorm, "GT"), scale, ConstantLike(1, norm));
+  factor = BroadcastInDim(Convert(factor, dtype), self.shape(), {dim});
+  return {Mul(self, factor)};
+}
+
+LoweringRegistrar registrar({
+    {"renorm", RenormLowering},
+});
+
+}  // namespace
+}  // namespace torch_tpu::ops
