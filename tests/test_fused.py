@@ -5,6 +5,7 @@ that leaves views and clones intact, and a fuzzer of random programs against the
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
@@ -340,3 +341,22 @@ def test_a_shape_that_grows_every_cut_is_detected_counted_and_named():
         for _ in range(12):
             (torch.ones(5, device=TPU) * 3 + 1).cpu()
         assert delta(before, "volatile_programs") == 0
+
+
+def test_node_bound_counts_only_pending_work():
+    """Strict ops before a fused region ran as their own programs: their nodes do not count
+    toward the next cut's size bound, so a small fused region is still one program."""
+    code = """
+import json, torch, torch_tpu
+x = torch.randn(64, device="tpu")
+for _ in range(40):  # strict: records far more nodes than the bound below
+    x = torch.sin(x) + 1
+with torch_tpu.execution_mode("defer_and_fuse"):
+    torch_tpu.metrics.reset()
+    y = (x * 2).exp().sum()
+    y.item()
+    print(json.dumps(torch_tpu.metrics.snapshot()["sync_reasons"]))
+"""
+    result = run_python(code, TORCH_TPU_FUSE_MAX_NODES="30")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"host read": 1}

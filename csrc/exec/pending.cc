@@ -49,6 +49,9 @@ void RegisterPending(DeviceStorage* storage) {
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);
   if (storage->pending_sequence() != 0) return;
+  // The node bound counts from the first pending value: nodes recorded by strict ops before it
+  // (which ran as their own programs) are not part of the next cut.
+  if (set.storages.empty()) set.nodes_at_last_cut = ir::RecordedNodeCount();
   const uint64_t sequence = set.next_sequence++;
   storage->set_pending_sequence(sequence);
   set.storages.emplace(sequence, storage);
