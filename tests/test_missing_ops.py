@@ -376,6 +376,13 @@ def test_histogram_edge_cases():
     check(lambda t: torch.histogram(t, 3), torch.empty(0))
 
 
+@pytest.mark.parametrize("low,high", [(-1.0, 1.5), (0.5, 0.5), (-10.0, -5.0)])
+def test_histogram_with_a_range(low, high):
+    x = make((6, 7))
+    check(lambda t: torch.histogram(t, 6, range=(low, high)), x)
+    check(lambda t: flat(torch.histogramdd(t, [2, 3], range=[low, high, -1.0, 2.0])), make((9, 2)))
+
+
 def flat(result):
     """histogramdd's (hist, [edges...]) as one tuple."""
     return (result[0], *result[1])

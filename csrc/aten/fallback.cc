@@ -276,6 +276,9 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
   } else if (v.isIntList()) {
     a.kind = Kind::kIntList;
     a.ints = v.toIntVector();
+  } else if (v.isDoubleList()) {  // histogram's range and the like
+    a.kind = Kind::kDoubleList;
+    a.doubles = v.toDoubleVector();
   } else if (v.isSymIntList() || v.isList()) {
     a.kind = Kind::kIntList;
     for (const auto& item : v.toListRef()) {

@@ -17,11 +17,6 @@
 namespace torch_tpu::ops {
 namespace {
 
-// float[] arguments (range) do not reach lowerings: the fallback passes only int lists.
-void RejectRange(const LoweringContext& ctx, size_t i) {
-  if (ctx.has(i)) throw UnsupportedError("an explicit range");
-}
-
 // linspace(low, high, steps) as the CPU computes it: from the start for the first half, from
 // the end for the second. low/high are 0-d.
 Value Linspace(const Value& low, const Value& high, int64_t steps) {
@@ -36,14 +31,20 @@ Value Linspace(const Value& low, const Value& high, int64_t steps) {
   return Select(first_half, from_low, from_high);
 }
 
-// The edges of `bins` equal-width bins over the data's range of column x ([M]).
-Value EqualWidthEdges(const Value& x, int64_t bins) {
+// The edges of `bins` equal-width bins over column x ([M]): over `range` (low, high) when one is
+// given, else over the data's range.
+Value EqualWidthEdges(const Value& x, int64_t bins, const std::vector<double>& range = {}) {
   const DType t = x.dtype();
   Value low = ir::ScalarConstant(0, t), high = ir::ScalarConstant(1, t);
-  if (x.shape()[0] > 0) {
+  if (!range.empty()) {
+    low = ir::ScalarConstant(range[0], t);
+    high = ir::ScalarConstant(range[1], t);
+  } else if (x.shape()[0] > 0) {
     const double inf = std::numeric_limits<double>::infinity();
     low = Reduce(x, {0}, "stablehlo.minimum", ir::ScalarConstant(inf, t));
     high = Reduce(x, {0}, "stablehlo.maximum", ir::ScalarConstant(-inf, t));
+  }
+  if (!range.empty() || x.shape()[0] > 0) {
     Value point = Compare(low, high, "EQ");
     Value half = ir::ScalarConstant(0.5, t);
     low = Select(point, Sub(low, half), low);
@@ -113,6 +114,13 @@ Value Histogram(const Value& points, const std::vector<Value>& edges, const Valu
   return Convert(hist, t);
 }
 
+// The (low, high) pair of dim d in a range argument [low0, high0, low1, high1, ...], if given.
+std::vector<double> Range(const LoweringContext& ctx, size_t i, int64_t d) {
+  if (!ctx.has(i)) return {};
+  const std::vector<double>& range = ctx.double_list(i);
+  return {range.at(2 * d), range.at(2 * d + 1)};
+}
+
 Value OptionalWeight(const LoweringContext& ctx, size_t i, int64_t m) {
   return ctx.is_tensor(i) ? Reshape(ctx.tensor(i), {m}) : Value{};
 }
@@ -124,8 +132,8 @@ std::vector<Value> HistogramLowering(LoweringContext& ctx) {
   const int64_t m = ir::NumElements(self.shape());
   Value points = Reshape(self, {m, 1});
   const bool edges_given = ctx.is_tensor(1);
-  if (!edges_given) RejectRange(ctx, 2);
-  Value edges = edges_given ? ctx.tensor(1) : EqualWidthEdges(Reshape(self, {m}), ctx.int_arg(1));
+  Value edges = edges_given ? ctx.tensor(1)
+                            : EqualWidthEdges(Reshape(self, {m}), ctx.int_arg(1), Range(ctx, 2, 0));
   const size_t weight_at = edges_given ? 2 : 3;
   Value hist =
       Histogram(points, {edges}, OptionalWeight(ctx, weight_at, m), ctx.bool_arg(weight_at + 1));
@@ -144,10 +152,11 @@ std::vector<Value> HistogramddLowering(LoweringContext& ctx) {
   if (edges_given) {
     edges = ctx.arg(1).tensors;
   } else {
-    RejectRange(ctx, 2);
     const std::vector<int64_t>& bins = ctx.int_list(1);
-    for (int64_t d = 0; d < n; ++d)
-      edges.push_back(EqualWidthEdges(Reshape(SliceAxis(points, 1, d, d + 1), {m}), bins[d]));
+    for (int64_t d = 0; d < n; ++d) {
+      edges.push_back(
+          EqualWidthEdges(Reshape(SliceAxis(points, 1, d, d + 1), {m}), bins[d], Range(ctx, 2, d)));
+    }
   }
   const size_t weight_at = edges_given ? 2 : 3;
   return {Histogram(points, edges, OptionalWeight(ctx, weight_at, m), ctx.bool_arg(weight_at + 1))};

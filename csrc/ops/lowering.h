@@ -40,6 +40,7 @@ struct Argument {
     kDouble,
     kBool,
     kIntList,
+    kDoubleList,
     kString,
     kDType,
     kOther
@@ -55,6 +56,7 @@ struct Argument {
   // A^T when A is contiguous, and its backward relies on that).
   bool contiguous = true;
   std::vector<int64_t> ints;
+  std::vector<double> doubles;  // kDoubleList
   std::string text;
   DType dtype = DType::kF32;
 };
@@ -87,6 +89,7 @@ class LoweringContext {
     return has(i) ? scalar(i).i != 0 : fallback;
   }
   const std::vector<int64_t>& int_list(size_t i) const;
+  const std::vector<double>& double_list(size_t i) const;
   const std::string& string_arg(size_t i) const;
   const TensorType& output(size_t i = 0) const { return outputs.at(i); }
   Value ScalarParameter(const Scalar& s, DType dtype) const {

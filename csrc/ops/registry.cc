@@ -61,6 +61,8 @@ int64_t LoweringContext::int_arg(size_t i) const { return scalar(i).ToInt(); }
 
 const std::vector<int64_t>& LoweringContext::int_list(size_t i) const { return arg(i).ints; }
 
+const std::vector<double>& LoweringContext::double_list(size_t i) const { return arg(i).doubles; }
+
 const std::string& LoweringContext::string_arg(size_t i) const { return arg(i).text; }
 
 }  // namespace torch_tpu::ops
