@@ -1,7 +1,8 @@
 """complex64 on tpu against the CPU: storage and views (view_as_real/view_as_complex, .real/.imag
 written in place), arithmetic with complex tensors and Python complex numbers, the complex-only
-ops, products, the FFT family with stft/istft, gradients through them, and the error for ops
-that do not take complex yet."""
+ops, products (with lazy conjugate and negative views), variances and norms (real-valued),
+linspace, cov, matrix_exp, the FFT family with stft/istft, gradients through them, and the error
+for ops that do not take complex yet."""
 
 from __future__ import annotations
 
@@ -71,7 +72,19 @@ def test_arithmetic_broadcasts(fn):
 
 @pytest.mark.parametrize(
     "fn",
-    [torch.abs, torch.angle, torch.exp, torch.log, torch.sqrt, torch.sin, torch.cos, torch.tanh, torch.reciprocal],
+    [
+        torch.abs,
+        torch.angle,
+        torch.exp,
+        torch.log,
+        torch.sqrt,
+        torch.sin,
+        torch.cos,
+        torch.tanh,
+        torch.reciprocal,
+        torch.cosh,
+        torch.sinh,
+    ],
     ids=lambda f: f.__name__,
 )
 def test_unary(fn):
@@ -132,6 +145,116 @@ def test_products_follow_the_precision_mode():
     expected = torch.complex(ar @ br - ai @ bi, ar @ bi + ai @ br)
     assert_close(actual, expected, rtol=1e-5, atol=1e-5)
     assert (actual.cpu() - a @ b).abs().max() > 1e-4  # not computed in f32
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a.conj() @ b,
+        lambda a, b: a @ b.mH,
+        lambda a, b: a.mH @ b.conj(),
+        lambda a, b: torch.bmm(a[None].conj(), b[None]),
+        lambda a, b: torch.addmm(a.conj(), a, b.conj(), beta=2, alpha=1j),
+        lambda a, b: torch.baddbmm(a[None].conj(), a[None], b[None].conj()),
+        lambda a, b: torch.dot(a[0].conj(), b[1]),
+        lambda a, b: torch.vdot(a[0], b[1]),
+        lambda a, b: torch.vdot(a[0].conj(), b[1].conj()),
+        lambda a, b: torch.linalg.vecdot(a, b),
+        lambda a, b: a.conj().imag @ b.real,  # a negative view
+    ],
+)
+def test_products_read_lazy_conjugate_and_negative_bits(fn):
+    """mm, dot, vdot, addmm, baddbmm take conjugate views as they are; the lowering must see
+    their values."""
+    a, b = make((4, 4), C64), make((4, 4), C64)
+    with torch.tpu.precision("highest"):
+        actual = fn(a.to(TPU), b.to(TPU))
+    expected = fn(a, b)
+    assert_close(actual.resolve_conj().resolve_neg(), expected.resolve_conj().resolve_neg(), rtol=1e-5, atol=1e-5)
+
+
+def test_writes_into_a_conjugate_view():
+    z = make((3, 4), C64)
+    t = z.to(TPU)
+    view = t.conj()
+    view.mul_(2j)
+    expected = z.clone()
+    expected.conj().mul_(2j)
+    assert_close(t, expected)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch.var,
+        lambda x: torch.std(x, 1),
+        lambda x: torch.var(x, (0, 2), keepdim=True),
+        lambda x: torch.std(x, 0, unbiased=False),
+        lambda x: torch.var(x, 2, correction=2),
+        lambda x: torch.var_mean(x, 1),
+        lambda x: torch.std_mean(x, (1, 2), correction=0),
+        lambda x: torch.std_mean(x),
+    ],
+)
+def test_variance_is_real(fn):
+    z = make((3, 4, 5), C64)
+    actual, expected = fn(z.to(TPU)), fn(z)
+    for a, e in zip(actual, expected, strict=True) if isinstance(expected, tuple) else [(actual, expected)]:
+        assert_close(a, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch.linalg.vector_norm,
+        lambda x: torch.linalg.vector_norm(x, 1, 1),
+        lambda x: torch.linalg.vector_norm(x, 0, (0, 2)),
+        lambda x: torch.linalg.vector_norm(x, 3.5, 2, keepdim=True),
+        lambda x: torch.linalg.vector_norm(x, float("inf"), 0),
+        lambda x: torch.linalg.vector_norm(x, -float("inf")),
+        lambda x: torch.norm(x),
+        lambda x: torch.norm(x, p=1, dim=2),
+        lambda x: torch.linalg.matrix_norm(x),
+        lambda x: torch.nn.functional.normalize(x, dim=1),
+        lambda x: torch.dist(x, x.flip(0), 3),
+        lambda x: torch.nn.functional.pairwise_distance(x[0], x[1]),
+        lambda x: torch.renorm(x, 2, 1, 5.0),
+        lambda x: torch.renorm(x, float("inf"), 0, 2.0),
+    ],
+)
+def test_norms_take_magnitudes(fn):
+    z = make((3, 4, 5), C64)
+    assert_close(fn(z.to(TPU)), fn(z), rtol=1e-5, atol=1e-5)
+
+
+def test_linspace_cov_corrcoef_and_matrix_exp():
+    for start, end, steps in [(1 + 2j, -3 + 0.5j, 7), (2j, 4.0, 6), (1 - 1j, 1 - 1j, 1)]:
+        actual = torch.linspace(start, end, steps, dtype=C64, device=TPU)
+        assert_close(actual, torch.linspace(start, end, steps, dtype=C64))
+    z = make((3, 6), C64)
+    with torch.tpu.precision("highest"):
+        assert_close(torch.cov(z.to(TPU)), torch.cov(z), rtol=1e-5, atol=1e-5)
+        assert_close(torch.corrcoef(z.to(TPU)), torch.corrcoef(z), rtol=1e-5, atol=1e-5)
+        a = make((2, 4, 4), C64, low=-1, high=1)
+        assert_close(torch.linalg.matrix_exp(a.to(TPU)), torch.linalg.matrix_exp(a), rtol=1e-5, atol=1e-5)
+
+
+def test_real_tensors_under_the_complex_helpers():
+    x = make((3, 4))
+    t = x.to(TPU)
+    assert not torch.is_complex(t) and torch.is_complex(t.to(C64))
+    assert t.real is not None and torch.equal(t.real.cpu(), x.real)
+    assert t.conj() is t and not t.conj().is_conj()
+    z = make((3, 4), C64)
+    z[0, 0] = 2.5
+    assert torch.equal(torch.isreal(t).cpu(), torch.isreal(x))
+    assert torch.equal(torch.isreal(z.to(TPU)).cpu(), torch.isreal(z))
+    with pytest.raises(RuntimeError, match="view_as_real is only supported for complex tensors"):
+        torch.view_as_real(t)
+    with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes"):
+        t.imag  # noqa: B018
+    with pytest.raises(NotImplementedError, match="ComplexDouble"):
+        torch.zeros(2, dtype=torch.complex128).to(TPU)
 
 
 FFTS = [
@@ -217,7 +340,7 @@ def test_fused_mode_runs_an_fft_chain_as_one_program():
 
 def test_ops_without_complex_support_raise():
     t = make((3, 3), C64).to(TPU)
-    with pytest.raises(NotImplementedError, match=r"aten::cosh.*ComplexFloat.*complex64 is not supported"):
-        torch.cosh(t)
+    with pytest.raises(NotImplementedError, match=r"aten::logcumsumexp.*ComplexFloat.*complex64 is not supported"):
+        torch.logcumsumexp(t, 0)
     with pytest.raises(NotImplementedError, match="ComplexDouble"):
         torch.zeros(2, dtype=torch.complex128, device=TPU) + 1

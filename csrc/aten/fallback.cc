@@ -238,6 +238,19 @@ void UpdatePromotion(at::native::ResultTypeState& state, const c10::IValue& v) {
   }
 }
 
+// PyTorch's Conjugate and Negative keys fall through for the ops whose kernels resolve lazy bits
+// themselves (mm, dot, vdot, addmm, baddbmm, ...), so a tensor may reach a lowering with its
+// conjugate or negative bit set. Lowerings see, and write, the tensor's logical values; both
+// transforms are involutions, so one function serves reads and writes.
+ir::Value WithLazyBits(const at::Tensor& t, ir::Value v) {
+  if (t.is_conj() && ir::IsComplex(v.dtype()))
+    v = ops::MakeComplex(ops::Real(v), ops::Neg(ops::Imag(v)));
+  if (t.is_neg()) v = ops::Neg(v);
+  return v;
+}
+
+ir::Value ReadLogical(const at::Tensor& t) { return WithLazyBits(t, ReadTensor(t)); }
+
 ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
                          c10::DeviceIndex device) {
   ops::Argument a;
@@ -247,7 +260,7 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) return a;
     a.kind = Kind::kTensor;
-    a.tensor = ReadTensor(t);
+    a.tensor = ReadLogical(t);
     a.contiguous = t.is_contiguous();
     if (t.is_cpu() && t.dim() == 0) {
       a.host_scalar = true;
@@ -255,12 +268,12 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
     }
   } else if (v.isTensorList()) {
     a.kind = Kind::kTensorList;
-    for (const auto& t : v.toTensorList()) a.tensors.push_back(ReadTensor(t));
+    for (const auto& t : v.toTensorList()) a.tensors.push_back(ReadLogical(t));
   } else if (v.isOptionalTensorList()) {
     a.kind = Kind::kTensorList;
     for (const auto& t : v.toOptionalTensorList()) {
       std::optional<at::Tensor> item = t;
-      a.tensors.push_back(item && item->defined() ? ReadTensor(*item) : ir::Value{});
+      a.tensors.push_back(item && item->defined() ? ReadLogical(*item) : ir::Value{});
     }
   } else if (IsType(schema_arg.real_type(), c10::TypeKind::ScalarTypeType)) {
     a.kind = Kind::kDType;
@@ -566,14 +579,14 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
                               QualifiedName(op), " produced shape ",
                               c10::IntArrayRef(results[r].shape()), ", expected ",
                               targets[r].sizes());
-        WriteTensor(targets[r], results[r]);
+        WriteTensor(targets[r], WithLazyBits(targets[r], results[r]));
         written.push_back(StorageOf(targets[r]));
       }
       for (const auto& [index, value] : ctx.argument_writes) {
         const at::Tensor& target = args[schema_index.at(index)].toTensor();
         TORCH_INTERNAL_ASSERT(value.shape() == ir::Shape(target.sizes().vec()), "lowering of ",
                               QualifiedName(op), " wrote a value of the wrong shape");
-        WriteTensor(target, value);
+        WriteTensor(target, WithLazyBits(target, value));
         written.push_back(StorageOf(target));
       }
       FinishWrites(written);
@@ -625,12 +638,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideableMe
 
 // cummax, cummin and logcumsumexp have CompositeExplicitAutograd kernels that call per-backend
 // helpers (_cummax_helper, _logcumsumexp) with no meta functions, and mode's out= kernel accepts
-// only CPU, CUDA and XPU tensors; conj_physical_'s calls a CPU/CUDA kernel stub. Routed to the
+// only CPU, CUDA and XPU tensors; conj_physical_'s calls a CPU/CUDA kernel stub; the fused
+// attention backward's default kernel raises, waiting for a backend's. Routed to the
 // fallback, the public ops are lowered directly, with the shapes of PyTorch's meta functions.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"convolution_overrideable", "convolution_backward_overrideable",
-                           "cummax", "cummax.out", "cummin", "cummin.out", "logcumsumexp",
-                           "logcumsumexp.out", "mode.values", "conj_physical_"}) {
+  for (const char* name :
+       {"convolution_overrideable", "convolution_backward_overrideable", "cummax", "cummax.out",
+        "cummin", "cummin.out", "logcumsumexp", "logcumsumexp.out", "mode.values", "conj_physical_",
+        "_scaled_dot_product_fused_attention_overrideable_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());
   }
 }

@@ -297,13 +297,28 @@ Value Sign(const Value& x) {
 // cosh and sinh from h = exp(|x| / 2) as (h / 2) * h ± (1/2 / h) / h: nothing overflows before the
 // result does, and a large argument is not rounded by subtracting log(2) first (chlo.cosh's
 // expansion loses a few ulp there).
+Value Cosh(const Value& x);
+Value Sinh(const Value& x);
+
+// Complex: cosh(a + bi) = cosh(a) cos(b) + i sinh(a) sin(b), sinh(a + bi) = sinh(a) cos(b) +
+// i cosh(a) sin(b), from the real forms on the parts.
+Value ComplexHyperbolic(const Value& z, bool is_cosh) {
+  const Value a = Real(z), b = Imag(z);
+  const Value cos_b = Unary("stablehlo.cosine", b), sin_b = Unary("stablehlo.sine", b);
+  const Value cosh_a = Cosh(a), sinh_a = Sinh(a);
+  return is_cosh ? MakeComplex(Mul(cosh_a, cos_b), Mul(sinh_a, sin_b))
+                 : MakeComplex(Mul(sinh_a, cos_b), Mul(cosh_a, sin_b));
+}
+
 Value Cosh(const Value& x) {
+  if (ir::IsComplex(x.dtype())) return ComplexHyperbolic(x, /*is_cosh=*/true);
   const Value half = Constant(0.5, x.dtype());
   const Value h = Exp(Mul(Abs(x), half));
   return Add(Mul(Mul(half, h), h), Div(Div(half, h), h));
 }
 
 Value Sinh(const Value& x) {
+  if (ir::IsComplex(x.dtype())) return ComplexHyperbolic(x, /*is_cosh=*/false);
   const DType t = x.dtype();
   const Value half = Constant(0.5, t);
   const Value a = Abs(x);

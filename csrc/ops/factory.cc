@@ -74,6 +74,13 @@ std::vector<Value> LowerLinspace(LoweringContext& ctx) {
     auto [start, end] = Endpoints(ctx, out.dtype, FloatRangeType(out.dtype));
     return {Convert(FloatLinspace(start, end, steps), out.dtype)};
   }
+  if (IsComplex(out.dtype)) {
+    // Componentwise: the CPU's complex step and its products with the index scale both parts by
+    // real numbers.
+    const Value start = ctx.value(0, out.dtype), end = ctx.value(1, out.dtype);
+    return {MakeComplex(FloatLinspace(Real(start), Real(end), steps),
+                        FloatLinspace(Imag(start), Imag(end), steps))};
+  }
   auto [start, end] = Endpoints(ctx, out.dtype, DType::kS64);
   return {Convert(IntegerLinspace(start, end, steps), out.dtype)};
 }

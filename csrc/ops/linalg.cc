@@ -72,6 +72,14 @@ std::vector<Value> ProductLowering(LoweringContext& ctx) {
   return {Convert(Product(ctx.tensor(0), ctx.tensor(1), dims), ctx.output().dtype)};
 }
 
+// vdot(self, other): sum of conj(self) * other; the conjugate is the identity on real dtypes.
+std::vector<Value> VdotLowering(LoweringContext& ctx) {
+  CheckSameDType(ctx.tensor(0), ctx.tensor(1));
+  Value lhs = ctx.tensor(0);
+  if (ir::IsComplex(lhs.dtype())) lhs = MakeComplex(Real(lhs), Neg(Imag(lhs)));
+  return {Convert(Product(lhs, ctx.tensor(1), kVector), ctx.output().dtype)};
+}
+
 // The CPU's checks, which the meta function of addbmm lacks (the others' metas check first).
 void CheckScaledAddDTypes(const Value& self, const Value& mat1, const Value& mat2) {
   auto check = [](const char* what, const Value& a, const Value& b) {
@@ -106,7 +114,7 @@ LoweringRegistrar registrar({
     {"mm", ProductLowering<kMatrixMatrix>},
     {"bmm", ProductLowering<kBatchMatrix>},
     {"dot", ProductLowering<kVector>},
-    {"vdot", ProductLowering<kVector>},  // real dtypes only: no conjugation
+    {"vdot", VdotLowering},
     {"addmm", ScaledAddLowering<kMatrixMatrix>},
     {"addmv", ScaledAddLowering<kMatrixMatrix>},
     {"baddbmm", ScaledAddLowering<kBatchMatrix>},

@@ -136,7 +136,7 @@ Value And(const Value& a, const Value& b) { return Binary("stablehlo.and", a, b)
 [[noreturn]] void Fail(const std::string& message) { throw std::invalid_argument(message); }
 
 void CheckFloatingForVariance(const LoweringContext& ctx, const Value& x) {
-  if (!ir::IsFloating(x.dtype())) {
+  if (!ir::IsFloating(x.dtype()) && !ir::IsComplex(x.dtype())) {
     const std::string op = ctx.name == "var" || ctx.name == "std" ? "std and var" : ctx.name;
     Fail(op + " only support floating point and complex dtypes");
   }
@@ -291,7 +291,8 @@ struct Moments {
 };
 
 // Two-pass variance over `dims` with divisor max(N - correction, 0) (so N <= correction gives
-// inf or NaN, as on the CPU). Results keep the reduced dims as size 1.
+// inf or NaN, as on the CPU). Results keep the reduced dims as size 1. A complex input's variance
+// is the real mean of |x - mean|^2; its mean stays complex.
 Moments VarianceAndMean(const LoweringContext& ctx, const Value& x,
                         const std::vector<int64_t>& dims, const Scalar& correction) {
   const DType t = OpMathType(x.dtype());
@@ -299,8 +300,13 @@ Moments VarianceAndMean(const LoweringContext& ctx, const Value& x,
   Value count = Constant(static_cast<double>(CountOf(x.shape(), dims)), t);
   Value mean = KeepDims(Div(ReduceWith(input, dims, Combine::kSum), count), x.shape(), dims);
   Value deviation = Sub(input, mean);
-  Value squares = ReduceWith(Mul(deviation, deviation), dims, Combine::kSum);
-  Value divisor = Max(Sub(count, ctx.ScalarParameter(correction, t)), Constant(0, t));
+  const Value re = Real(deviation);
+  Value squared = ir::IsComplex(t) ? Add(Mul(re, re), Mul(Imag(deviation), Imag(deviation)))
+                                   : Mul(deviation, deviation);
+  Value squares = ReduceWith(squared, dims, Combine::kSum);
+  const DType real = squares.dtype();
+  Value divisor =
+      Max(Sub(Convert(count, real), ctx.ScalarParameter(correction, real)), Constant(0, real));
   return {KeepDims(Div(squares, divisor), x.shape(), dims), mean};
 }
 
@@ -339,7 +345,8 @@ std::vector<Value> VectorNormLowering(LoweringContext& ctx) {
   const std::vector<int64_t> dims = ReductionDims(ctx, 2, x.rank());
   const Scalar ord = ctx.has(1) ? ctx.scalar(1) : Scalar{Scalar::Kind::kInt, 0, 2};
   const double p = ord.ToDouble();
-  Value input = AccumulationInput(x, ctx.output().dtype);
+  // Every order depends on |x| alone: a complex input reduces its (real) magnitudes.
+  Value input = AccumulationInput(ir::IsComplex(x.dtype()) ? Abs(x) : x, ctx.output().dtype);
   const DType t = input.dtype();
   Value magnitude = Unary("stablehlo.abs", input);
   Value norm;

@@ -15,9 +15,9 @@ namespace {
 Value VectorNorm(const Value& x, const std::vector<int64_t>& dims, double p) {
   Value magnitude = Abs(x);
   if (std::isinf(p))
-    return Reduce(magnitude, dims, "stablehlo.maximum", ir::ScalarConstant(0, x.dtype()));
+    return Reduce(magnitude, dims, "stablehlo.maximum", ir::ScalarConstant(0, magnitude.dtype()));
   if (p == 1) return SumOver(magnitude, dims);
-  if (p == 2) return Sqrt(SumOver(Mul(x, x), dims));
+  if (p == 2) return Sqrt(SumOver(Mul(magnitude, magnitude), dims));
   Value powered = Binary("stablehlo.power", magnitude, ConstantLike(p, magnitude));
   Value sum = SumOver(powered, dims);
   return Binary("stablehlo.power", sum, ConstantLike(1.0 / p, sum));
@@ -33,7 +33,8 @@ std::vector<Value> RenormLowering(LoweringContext& ctx) {
   }
   const DType math = OpMathType(dtype);
   Value norm = VectorNorm(Convert(self, math), others, ctx.double_arg(1));
-  Value maxnorm = BroadcastTo(ctx.value(3, math), norm.shape());
+  // The norm of a complex input is real, and so is maxnorm.
+  Value maxnorm = BroadcastTo(ctx.value(3, norm.dtype()), norm.shape());
   Value scale = Div(maxnorm, Add(norm, ConstantLike(1e-7, norm)));
   Value factor = Select(Compare(norm, maxnorm, "GT"), scale, ConstantLike(1, norm));
   factor = BroadcastInDim(Convert(factor, dtype), self.shape(), {dim});

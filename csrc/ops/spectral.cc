@@ -442,9 +442,12 @@ std::vector<Value> MatrixExpLowering(LoweringContext& ctx) {
   if (ir::NumElements(ctx.output().shape) == 0) return {Constant(0, t, ctx.output().shape)};
   const DType compute = OpMathType(t);
   Value x = Convert(ctx.tensor(0), compute);
-  Value column_sums = Reduce(Abs(x), {x.rank() - 2}, "stablehlo.add", Constant(0, compute));
-  Value norm = Reduce(column_sums, {column_sums.rank() - 1}, "stablehlo.maximum",
-                      Constant(0, compute));  // (*)
+  // The 1-norm is real for a complex input too (|x| is f32 there).
+  const Value magnitude = Abs(x);
+  const DType real = magnitude.dtype();
+  Value column_sums = Reduce(magnitude, {x.rank() - 2}, "stablehlo.add", Constant(0, real));
+  Value norm =
+      Reduce(column_sums, {column_sums.rank() - 1}, "stablehlo.maximum", Constant(0, real));  // (*)
   // ceil(log2(norm / theta)), clamped to [0, enough halvings for the largest finite norm].
   const double cap = compute == DType::kF64 ? 1100 : 160;
   Value halvings =
