@@ -46,6 +46,7 @@ torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
 from torch_tpu import (  # noqa: E402
+    _attention,  # noqa: E402, F401  (F.scaled_dot_product_attention as one fused op)
     amp,  # noqa: E402, F401  (torch.autocast("tpu"): torch.tpu's AMP functions)
     api,
     kernels,  # noqa: E402  (custom kernels: StableHLO, JAX, Pallas; JAX imported on use)

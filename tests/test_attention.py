@@ -1,0 +1,116 @@
+"""F.scaled_dot_product_attention on tpu runs PyTorch's overrideable fused path: one op forward,
+one backward, against the CPU (f32 under HIGHEST; bf16 against the CPU in f32, then cast)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TPU, assert_close, make, noncontiguous
+
+import torch_tpu
+
+pytestmark = pytest.mark.usefixtures("no_cpu_fallback")
+
+TOL = dict(rtol=1e-5, atol=2e-5)
+
+
+def leaves(*tensors):
+    return [t.detach().clone().requires_grad_() for t in tensors], [
+        t.detach().to(TPU).requires_grad_() for t in tensors
+    ]
+
+
+def check(q, k, v, mask=None, dtype=torch.float32, **kwargs):
+    """Forward and the gradients of q, k, v (and a float mask) against the CPU."""
+    # The CPU computes in f32 from the same (bf16-rounded) inputs.
+    q, k, v = (t.to(dtype).float() for t in (q, k, v))
+    inputs = [q, k, v] + ([mask] if mask is not None and mask.is_floating_point() else [])
+    cpu, tpu = leaves(*inputs)
+    cpu_mask = cpu[3] if len(cpu) == 4 else mask
+    tpu_mask = tpu[3] if len(tpu) == 4 else (mask.to(TPU) if mask is not None else None)
+    expected = F.scaled_dot_product_attention(*cpu[:3], attn_mask=cpu_mask, **kwargs)
+    actual = F.scaled_dot_product_attention(*(t.to(dtype) for t in tpu[:3]), attn_mask=tpu_mask, **kwargs)
+    grad = make(expected.shape)
+    expected.backward(grad)
+    actual.backward(grad.to(TPU, dtype))
+
+    def tolerance(reference):
+        # bf16: a few roundings of 2^-8 through two products and the softmax, relative to the
+        # tensor's scale (the CPU's own bf16 kernel errs as much against f64).
+        return TOL if dtype == torch.float32 else dict(rtol=2e-2, atol=1.6e-2 * float(reference.abs().max()))
+
+    assert_close(actual, expected.to(dtype), **tolerance(expected))
+    for c, t in zip(cpu, tpu, strict=True):
+        assert_close(t.grad, c.grad, **tolerance(c.grad))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 4)), ((4, 6, 16), (4, 6, 16), (4, 6, 16))])
+def test_matches_the_cpu(shape, causal):
+    q, k, v = (make(s) for s in shape)
+    check(q, k, v, is_causal=causal)
+
+
+def test_scale_and_noncontiguous_inputs():
+    q, k, v = make((2, 4, 6, 8)), make((2, 4, 6, 8)), make((2, 4, 6, 8))
+    cpu = F.scaled_dot_product_attention(q, k, v, scale=0.25)
+    actual = F.scaled_dot_product_attention(
+        noncontiguous(q.to(TPU)), k.to(TPU).transpose(1, 2).contiguous().transpose(1, 2), v.to(TPU), scale=0.25
+    )
+    assert_close(actual, cpu, **TOL)
+    check(q, k, v, scale=1.7)
+
+
+def test_boolean_mask_with_fully_masked_rows_gives_zeros():
+    q, k, v = make((2, 3, 5, 8)), make((2, 3, 7, 8)), make((2, 3, 7, 4))
+    mask = torch.rand(5, 7) > 0.4
+    mask[2] = False  # no key for query 2: zeros, as PyTorch's math path
+    check(q, k, v, mask)
+    out = F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), v.to(TPU), attn_mask=mask.to(TPU))
+    assert torch.equal(out[:, :, 2].cpu(), torch.zeros(2, 3, 4))
+
+
+def test_float_bias_broadcasts_and_gets_its_gradient():
+    q, k, v = make((2, 3, 5, 8)), make((2, 3, 7, 8)), make((2, 3, 7, 4))
+    check(q, k, v, make((3, 1, 7)))
+    check(q, k, v, make((2, 3, 5, 7)), is_causal=False)
+
+
+def test_bfloat16():
+    q, k, v = make((2, 2, 6, 8)), make((2, 2, 6, 8)), make((2, 2, 6, 8))
+    check(q, k, v, dtype=torch.bfloat16, is_causal=True)
+
+
+def test_one_program_each_way():
+    q, k, v = (make((2, 3, 5, 8)).to(TPU).requires_grad_() for _ in range(3))
+    torch.tpu.synchronize()
+    torch_tpu.metrics.reset()
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics.snapshot()["executions"] == 1
+    grad = torch.ones_like(out)
+    torch.tpu.synchronize()
+    torch_tpu.metrics.reset()
+    out.backward(grad)
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics.snapshot()["executions"] == 1
+    assert "host read" not in torch_tpu.metrics.snapshot()["sync_reasons"]  # no read inside attention
+
+
+def test_grouped_query_attention_and_dropout_take_the_math_path():
+    q, k, v = make((2, 4, 5, 8)), make((2, 2, 5, 8)), make((2, 2, 5, 8))
+    expected = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert_close(F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), v.to(TPU), enable_gqa=True), expected, **TOL)
+    torch.manual_seed(0)
+    dropped = F.scaled_dot_product_attention(q.to(TPU), q.to(TPU), q.to(TPU), dropout_p=0.5)
+    assert dropped.shape == q.shape and torch.isfinite(dropped.cpu()).all()
+
+
+def test_errors_match_the_cpu():
+    q, k = make((2, 3, 5, 8)), make((2, 3, 7, 6))
+    with pytest.raises(RuntimeError) as cpu_error:
+        F.scaled_dot_product_attention(q, k, k)
+    with pytest.raises(RuntimeError) as tpu_error:
+        F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), k.to(TPU))
+    assert type(tpu_error.value) is type(cpu_error.value)
