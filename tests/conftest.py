@@ -85,6 +85,15 @@ def make(shape, dtype=torch.float32, low=None, high=None, seed=None) -> torch.Te
     return torch.randint(lo, hi, shape, generator=generator, dtype=dtype)
 
 
+def raises_like_cpu(fn):
+    """`fn(device)` raises on tpu what it raises on the CPU: the same type and first line."""
+    with pytest.raises(Exception) as cpu_error:
+        fn(torch.device("cpu"))
+    with pytest.raises(type(cpu_error.value)) as tpu_error:
+        fn(TPU)
+    assert str(tpu_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
+
+
 def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     """The same values as ``t`` through a non-contiguous (transposed, strided) view."""
     if t.dim() < 2:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TPU, assert_close, make, noncontiguous
+from conftest import TPU, assert_close, make, noncontiguous, raises_like_cpu
 
 import torch_tpu
 
@@ -86,14 +86,6 @@ def test_unbatched_and_tensor_lengths():
     log_probs = make((10, 5), torch.float64).log_softmax(-1)
     targets = make((4,), torch.int64, low=1, high=5)
     check(log_probs, targets, torch.tensor(10), torch.tensor(4), reduction="sum")
-
-
-def raises_like_cpu(fn):
-    with pytest.raises(Exception) as cpu_error:
-        fn(torch.device("cpu"))
-    with pytest.raises(type(cpu_error.value)) as tpu_error:
-        fn(TPU)
-    assert str(tpu_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
 
 
 def test_errors():

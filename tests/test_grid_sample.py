@@ -9,7 +9,7 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TPU, assert_close, make, noncontiguous
+from conftest import TPU, assert_close, make, noncontiguous, raises_like_cpu
 
 import torch_tpu
 
@@ -117,14 +117,6 @@ def test_bfloat16_forward(dims, mode):
     expected = F.grid_sample(x.float(), grid.float(), mode=mode, padding_mode="reflection", align_corners=False)
     actual = F.grid_sample(x.to(TPU), grid.to(TPU), mode=mode, padding_mode="reflection", align_corners=False)
     assert_close(actual, expected.bfloat16())
-
-
-def raises_like_cpu(fn):
-    with pytest.raises(Exception) as cpu_error:
-        fn(torch.device("cpu"))
-    with pytest.raises(type(cpu_error.value)) as tpu_error:
-        fn(TPU)
-    assert str(tpu_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
 
 
 def test_errors():

@@ -161,6 +161,15 @@ Value Concatenate(const std::vector<Value>& values, int64_t axis) {
                     "dimension = " + std::to_string(axis) + " : i64");
 }
 
+Value I64Constant(const std::vector<int64_t>& values, const Shape& shape) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  const TensorType type{DType::kS64, {static_cast<int64_t>(values.size())}};
+  return Reshape(ir::MakeOp("stablehlo.constant", {}, type,
+                            "value = dense<[" + text + "]> : " + type.ToMlir()),
+                 shape);
+}
+
 Value Iota(const TensorType& type, int64_t dimension) {
   return ir::MakeOp("stablehlo.iota", {}, type,
                     "iota_dimension = " + std::to_string(dimension) + " : i64");

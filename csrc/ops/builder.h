@@ -23,6 +23,8 @@ Value Pad(const Value& value, const Value& padding_value, const std::vector<int6
           const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
 Value Concatenate(const std::vector<Value>& values, int64_t axis);
 Value Iota(const TensorType& type, int64_t dimension);
+// An s64 constant holding `values`, reshaped to `shape` (static index maps).
+Value I64Constant(const std::vector<int64_t>& values, const Shape& shape);
 
 // Scatter-adds `updates` (flattened) into a zero 1-D value of `size` elements at `indices`
 // (s64, one per update, in range).

@@ -21,15 +21,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Value I64Constant(const std::vector<int64_t>& values, const Shape& shape) {
-  std::string text;
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
-  const TensorType type{DType::kS64, {static_cast<int64_t>(values.size())}};
-  return Reshape(ir::MakeOp("stablehlo.constant", {}, type,
-                            "value = dense<[" + text + "]> : " + type.ToMlir()),
-                 shape);
-}
-
 Value NegInfLike(const Value& like) { return ConstantLike(-kInf, like); }
 
 // log(sum(exp(terms))) as the CPU computes it: against the largest term, a -inf maximum as 0.

@@ -323,15 +323,6 @@ std::vector<Value> AvgPoolBackwardLowering(LoweringContext& ctx) {
 
 // ---- Static per-axis maps: adaptive windows and interpolation ----
 
-Value I64Constant(const std::vector<int64_t>& values, const Shape& shape) {
-  std::string text;
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
-  const TensorType type{DType::kS64, {static_cast<int64_t>(values.size())}};
-  return Reshape(ir::MakeOp("stablehlo.constant", {}, type,
-                            "value = dense<[" + text + "]> : " + type.ToMlir()),
-                 shape);
-}
-
 Value F32Constant(const std::vector<float>& values) {
   std::string text;
   char buffer[32];

@@ -117,16 +117,37 @@ RowReduce SegmentReduction(const std::string& name) {
                            name);
 }
 
+// Where the forward and backward ops keep the arguments they share.
+struct SegmentArgumentIndices {
+  size_t data, reduce, lengths, offsets, axis;
+};
+
+struct SegmentCall {
+  Value data;
+  std::string name;
+  RowReduce reduce;
+  DType math;
+  Segments segments;
+};
+
+SegmentCall ReadSegmentCall(const LoweringContext& ctx, const SegmentArgumentIndices& at) {
+  const Value data = ctx.tensor(at.data);
+  CheckFloatingKernel("_segment_reduce_cpu", data.dtype());
+  const std::string& name = ctx.string_arg(at.reduce);
+  const int64_t axis = NormalizeDim(ctx.int_arg(at.axis, 0), data.rank());
+  return {data, name, SegmentReduction(name), OpMathType(data.dtype()),
+          SegmentsOf(ctx, data, at.lengths, at.offsets, axis)};
+}
+
 // segment_reduce(data, reduce, lengths?, indices?, offsets?, axis, unsafe, initial)
 std::vector<Value> SegmentReduceLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  Value data = ctx.tensor(0);
-  CheckFloatingKernel("_segment_reduce_cpu", data.dtype());
-  const std::string& name = ctx.string_arg(1);
-  const RowReduce reduce = SegmentReduction(name);
-  const int64_t axis = NormalizeDim(ctx.int_arg(5, 0), data.rank());
-  const DType math = OpMathType(data.dtype());
-  const Segments g = SegmentsOf(ctx, data, 2, 4, axis);
+  const SegmentCall call = ReadSegmentCall(ctx, {0, 1, 2, 4, 5});
+  const Value& data = call.data;
+  const std::string& name = call.name;
+  const RowReduce reduce = call.reduce;
+  const DType math = call.math;
+  const Segments& g = call.segments;
   const bool has_initial = ctx.has(7);
   Value init = has_initial ? ctx.value(7, math) : RowReduceIdentity(reduce, math);
   Value base = BroadcastTo(init, {g.batch * (g.segments + 1), g.inner});
@@ -185,13 +206,12 @@ Value ProdGrad(const Segments& g, const Value& values, const Value& grad, const 
 // _segment_reduce_backward(grad, output, data, reduce, lengths?, offsets?, axis, initial)
 std::vector<Value> SegmentReduceBackwardLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  Value data = ctx.tensor(2);
-  CheckFloatingKernel("_segment_reduce_cpu", data.dtype());
-  const std::string& name = ctx.string_arg(3);
-  const RowReduce reduce = SegmentReduction(name);
-  const int64_t axis = NormalizeDim(ctx.int_arg(6, 0), data.rank());
-  const DType math = OpMathType(data.dtype());
-  const Segments g = SegmentsOf(ctx, data, 4, 5, axis);
+  const SegmentCall call = ReadSegmentCall(ctx, {2, 3, 4, 5, 6});
+  const Value& data = call.data;
+  const std::string& name = call.name;
+  const RowReduce reduce = call.reduce;
+  const DType math = call.math;
+  const Segments& g = call.segments;
   // Per-segment values get a zero spare segment so every position can gather one.
   auto extended = [&](size_t i) {
     Value v = Reshape(Convert(ctx.tensor(i), math), {g.batch, g.segments, g.inner});
