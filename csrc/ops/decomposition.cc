@@ -1,7 +1,8 @@
 // Matrix decompositions and solves, batched over leading dims: Cholesky (stablehlo.cholesky),
 // triangular solves (stablehlo.triangular_solve) and LU with partial pivoting, a stablehlo.while
 // over the columns (so compile time does not grow with n), with the solves, inverse and
-// determinants built on it. As on the CPU (LAPACK), only f32 and f64 have kernels.
+// determinants built on it. As on the CPU (LAPACK), f32, f64 and complex64 have kernels; for
+// complex, transposes in the factorizations are conjugate transposes (A = L L^H).
 //
 // `info` outputs follow LAPACK: potrf's order of the first leading minor that is not positive
 // definite, getrf's index of the first zero pivot (both 1-based, 0 for success). Ops whose CPU
@@ -23,6 +24,11 @@ void RejectCheckErrors(const LoweringContext& ctx, size_t index) {
     throw UnsupportedError("check_errors=True reads info on the host; call " + ctx.name +
                            " with check_errors=False and check info");
   }
+}
+
+// LAPACK's types: f32, f64 and complex64 (the complex dtype this backend has).
+void CheckLapackKernel(const std::string& kernel, DType dtype) {
+  if (dtype != DType::kC64) CheckFloatOrDoubleKernel(kernel, dtype);
 }
 
 // ---- matrix helpers (the shared ones are in ops/matrix.h) ----
@@ -76,27 +82,31 @@ Value SwapRows(const Value& x, const Value& j, const Value& p) {
 Value CholeskyInfo(const Value& a, const Value& failed) {
   const int64_t n = Columns(a), rows_dim = a.rank() - 2, columns_dim = a.rank() - 1;
   const Shape batch = BatchOf(a.shape());
-  Value symmetric = Select(TriangleMask(a.shape(), true), a, MatrixTranspose(a));
+  Value symmetric = Select(TriangleMask(a.shape(), true), a, Adjoint(a));
   Value any_failed = AnyOf(failed);
   auto step = [&](const Value& j, const std::vector<Value>& v) {
     const Value& x = v[1];
     Value column = DynamicSliceAt(x, columns_dim, j, 1);   // (*, n, 1)
     Value pivot = DynamicSliceAt(column, rows_dim, j, 1);  // (*, 1, 1)
-    Value positive = Reshape(Compare(pivot, ConstantLike(0, pivot), "GT"), batch);
+    // potrf reads the real part of a complex pivot.
+    Value real_pivot = Real(pivot);
+    Value positive = Reshape(Compare(real_pivot, ConstantLike(0, real_pivot), "GT"), batch);
     Value first = And(Compare(v[2], S32(0), "EQ"), Not(positive));
     Value info = Select(first, Add(j, Constant(1, DType::kS32)), v[2]);
     Value row_index = RowIndex(x.shape());
     Value column_index = ColumnIndex(x.shape());
-    Value l = Div(column, Sqrt(pivot));
+    Value root = Sqrt(real_pivot);
+    if (ir::IsComplex(x.dtype())) root = MakeComplex(root, ConstantLike(0, root));
+    Value l = Div(column, root);
     Value trailing = And(Compare(row_index, j, "GT"), Compare(column_index, j, "GT"));
-    Value updated = Select(trailing, Sub(x, Mul(l, MatrixTranspose(l))), x);
+    Value updated = Select(trailing, Sub(x, Mul(l, Adjoint(l))), x);
     return std::vector<Value>{v[0], updated, info};
   };
   Value info = ForLoop(n, {any_failed, symmetric, Constant(0, DType::kS32, batch)}, step, true)[2];
   return Select(failed, info, Constant(0, DType::kS32, batch));
 }
 
-// L with A = L L^T from A's lower triangle, the upper triangle zero, and potrf's info. XLA's
+// L with A = L L^H from A's lower triangle, the upper triangle zero, and potrf's info. XLA's
 // expansion of stablehlo.cholesky fills the whole factor with NaN when A is not positive
 // definite, so a matrix whose factor has a diagonal entry that is not positive gets its info
 // from CholeskyInfo (its L stays NaN, where LAPACK leaves a partial factor).
@@ -107,7 +117,7 @@ struct CholeskyFactor {
 CholeskyFactor Cholesky(const Value& a) {
   Value l = ir::MakeOp("stablehlo.cholesky", {a}, a.type(), "lower = true");
   l = Triangle(l, true);
-  Value diagonal = Diagonal(l);
+  Value diagonal = Real(Diagonal(l));  // real for complex A too
   Value positive = Compare(diagonal, ConstantLike(0, diagonal), "GT");
   Value failed = Not(Reduce(positive, {diagonal.rank() - 1}, "stablehlo.and",
                             ir::IntegerConstant(1, DType::kBool)));
@@ -115,18 +125,18 @@ CholeskyFactor Cholesky(const Value& a) {
 }
 
 // linalg_cholesky_ex(self, *, upper, check_errors) -> (L, info). upper reads A's upper triangle
-// and returns U = L^T.
+// and returns U = L^H.
 std::vector<Value> CholeskyExLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("cholesky_cpu", a.dtype());
+  CheckLapackKernel("cholesky_cpu", a.dtype());
   RejectCheckErrors(ctx, 2);
   const bool upper = ctx.bool_arg(1);
   if (Columns(a) == 0) {
     return {Constant(0, a.dtype(), ctx.output(0).shape),
             Constant(0, DType::kS32, ctx.output(1).shape)};
   }
-  CholeskyFactor cholesky = Cholesky(upper ? MatrixTranspose(a) : a);
-  return {upper ? MatrixTranspose(cholesky.factor) : cholesky.factor, cholesky.info};
+  CholeskyFactor cholesky = Cholesky(upper ? Adjoint(a) : a);
+  return {upper ? Adjoint(cholesky.factor) : cholesky.factor, cholesky.info};
 }
 
 // ---- triangular solves ----
@@ -134,38 +144,39 @@ std::vector<Value> CholeskyExLowering(LoweringContext& ctx) {
 // linalg_solve_triangular(self, B, *, upper, left, unitriangular).
 std::vector<Value> SolveTriangularLowering(LoweringContext& ctx) {
   const DType t = ctx.output().dtype;
-  CheckFloatOrDoubleKernel("triangular_solve_cpu", t);
+  CheckLapackKernel("triangular_solve_cpu", t);
   Value x = TriangularSolve(ctx.value(0, t), ctx.value(1, t), ctx.bool_arg(3, true),
                             !ctx.bool_arg(2), ctx.bool_arg(4), false);
   return {BroadcastTo(x, ctx.output().shape)};
 }
 
 // triangular_solve(self=B, A, upper, transpose, unitriangular) -> (solution, A broadcast).
+// `transpose` is a plain transpose for complex A too, as on the CPU (trsm's 'T').
 std::vector<Value> TriangularSolveLowering(LoweringContext& ctx) {
   const DType t = ctx.output(0).dtype;
-  CheckFloatOrDoubleKernel("triangular_solve_cpu", t);
+  CheckLapackKernel("triangular_solve_cpu", t);
   Value b = ctx.value(0, t), a = ctx.value(1, t);
   Value x = TriangularSolve(a, b, true, !ctx.bool_arg(2, true), ctx.bool_arg(4), ctx.bool_arg(3));
   return {BroadcastTo(x, ctx.output(0).shape), BroadcastTo(a, ctx.output(1).shape)};
 }
 
-// X with (L L^T) X = B, or (U^T U) X = B: two triangular solves.
+// X with (L L^H) X = B, or (U^H U) X = B: two triangular solves.
 Value CholeskySolve(const Value& factor, const Value& b, bool upper) {
-  Value y = TriangularSolve(factor, b, true, !upper, false, upper);
-  return TriangularSolve(factor, y, true, !upper, false, !upper);
+  Value y = TriangularSolve(factor, b, true, !upper, false, upper, true);
+  return TriangularSolve(factor, y, true, !upper, false, !upper, true);
 }
 
 // _cholesky_solve_helper(self=B, A, upper), batch dims already broadcast by cholesky_solve.
 std::vector<Value> CholeskySolveHelperLowering(LoweringContext& ctx) {
   const DType t = ctx.output().dtype;
-  CheckFloatOrDoubleKernel("cholesky_solve_cpu", t);
+  CheckLapackKernel("cholesky_solve_cpu", t);
   return {CholeskySolve(ctx.value(1, t), ctx.value(0, t), ctx.bool_arg(2))};
 }
 
-// cholesky_inverse(self, upper): (L L^T)^-1, or (U^T U)^-1.
+// cholesky_inverse(self, upper): (L L^H)^-1, or (U^H U)^-1.
 std::vector<Value> CholeskyInverseLowering(LoweringContext& ctx) {
   Value factor = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("cholesky_inverse_out_cpu", factor.dtype());
+  CheckLapackKernel("cholesky_inverse_out_cpu", factor.dtype());
   return {CholeskySolve(factor, Identity(factor.dtype(), factor.shape()), ctx.bool_arg(1))};
 }
 
@@ -178,8 +189,9 @@ struct LuFactors {
 };
 
 // getrf's right-looking elimination, one column per iteration: the pivot is the first row at or
-// below j of largest |value| (NaNs never chosen over a number), its row swapped into place; a
-// zero pivot sets info and leaves the column unscaled, as LAPACK does.
+// below j of largest |value| (|re| + |im| for complex, as i?amax measures), NaNs never chosen over
+// a number, its row swapped into place; a zero pivot sets info and leaves the column unscaled, as
+// LAPACK does.
 LuFactors LuFactor(const Value& a) {
   const Shape batch = BatchOf(a.shape());
   const int64_t m = Rows(a), n = Columns(a), k = std::min(m, n);
@@ -197,12 +209,13 @@ LuFactors LuFactor(const Value& a) {
     // Pivot search over column j's rows at or below j.
     Value column = DynamicSliceAt(x, columns_dim, j, 1);  // (*, m, 1)
     Value column_rows = RowIndex(column.shape());
-    Value magnitude = Abs(column);
+    Value magnitude = ir::IsComplex(t) ? Add(Abs(Real(column)), Abs(Imag(column))) : Abs(column);
     Value eligible = Compare(column_rows, j, "GE");
     Value candidate =
         Select(And(eligible, Not(IsNan(magnitude))), magnitude, ConstantLike(-1, magnitude));
-    Value largest = KeepDims(Reduce(candidate, {rows_dim}, "stablehlo.maximum", Constant(-1, t)),
-                             candidate.shape(), {rows_dim});
+    Value largest = KeepDims(
+        Reduce(candidate, {rows_dim}, "stablehlo.maximum", Constant(-1, magnitude.dtype())),
+        candidate.shape(), {rows_dim});
     Value at_largest = And(eligible, Compare(candidate, largest, "EQ"));
     Value pivot_row =
         Reduce(Select(at_largest, column_rows, Constant(m, DType::kS32)), {rows_dim, columns_dim},
@@ -247,10 +260,10 @@ Value ApplyPivots(const Value& b, const Value& pivots, bool reverse) {
   return ForLoop(k, {b, pivots}, step)[0];
 }
 
-// X with A X = B (left) or X A = B, or with A^T in place of A (adjoint), for A = P L U given as
-// getrf's (LU, pivots); batch dims broadcast.
+// X with A X = B (left) or X A = B, or with A^H in place of A (adjoint), for A = P L U given as
+// getrf's (LU, pivots); batch dims broadcast. X A = B is A^H X^H = B^H.
 Value LuSolve(Value lu, Value pivots, Value b, bool left, bool adjoint) {
-  if (!left) return MatrixTranspose(LuSolve(lu, pivots, MatrixTranspose(b), true, !adjoint));
+  if (!left) return Adjoint(LuSolve(lu, pivots, Adjoint(b), true, !adjoint));
   const int64_t n = Rows(lu);
   const Shape batch = BroadcastShapes(BatchOf(lu.shape()), BatchOf(b.shape()));
   lu = BroadcastTo(lu, WithMatrix(batch, n, n));
@@ -260,9 +273,9 @@ Value LuSolve(Value lu, Value pivots, Value b, bool left, bool adjoint) {
     Value y = TriangularSolve(lu, ApplyPivots(b, pivots, false), true, true, true, false);
     return TriangularSolve(lu, y, true, false, false, false);
   }
-  // A^T = U^T L^T P^T.
-  Value z = TriangularSolve(lu, b, true, false, false, true);
-  return ApplyPivots(TriangularSolve(lu, z, true, true, true, true), pivots, true);
+  // A^H = U^H L^H P^T.
+  Value z = TriangularSolve(lu, b, true, false, false, true, true);
+  return ApplyPivots(TriangularSolve(lu, z, true, true, true, true, true), pivots, true);
 }
 
 void CheckPivoting(const LoweringContext& ctx, size_t index) {
@@ -274,7 +287,7 @@ void CheckPivoting(const LoweringContext& ctx, size_t index) {
 // linalg_lu_factor_ex(A, *, pivot, check_errors) -> (LU, pivots, info).
 std::vector<Value> LuFactorExLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("lu_cpu", a.dtype());
+  CheckLapackKernel("lu_cpu", a.dtype());
   CheckPivoting(ctx, 1);
   RejectCheckErrors(ctx, 2);
   LuFactors factors = LuFactor(a);
@@ -312,7 +325,7 @@ std::vector<Value> UnpackLu(const LoweringContext& ctx, const Value& lu, const V
 // linalg_lu(A, *, pivot) -> (P, L, U).
 std::vector<Value> LuLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("lu_cpu", a.dtype());
+  CheckLapackKernel("lu_cpu", a.dtype());
   CheckPivoting(ctx, 1);
   LuFactors factors = LuFactor(a);
   return UnpackLu(ctx, factors.lu, factors.permutation);
@@ -331,7 +344,7 @@ std::vector<Value> LuUnpackLowering(LoweringContext& ctx) {
 // linalg_lu_solve(LU, pivots, B, *, left, adjoint).
 std::vector<Value> LuSolveLowering(LoweringContext& ctx) {
   const DType t = ctx.output().dtype;
-  CheckFloatOrDoubleKernel("linalg.lu_solve_cpu", t);
+  CheckLapackKernel("linalg.lu_solve_cpu", t);
   Value x = LuSolve(ctx.value(0, t), ctx.tensor(1), ctx.value(2, t), ctx.bool_arg(3, true),
                     ctx.bool_arg(4));
   return {BroadcastTo(x, ctx.output().shape)};
@@ -339,17 +352,18 @@ std::vector<Value> LuSolveLowering(LoweringContext& ctx) {
 
 // _linalg_det and _linalg_slogdet on the CPU factor A^T rather than A when A is contiguous (it
 // saves a copy into LAPACK's column-major layout; the determinant is the same), and their
-// backward formulas solve with the LU they return assuming so: follow A's layout.
+// backward formulas solve with the LU they return assuming so: follow A's layout. Complex A is
+// factored as it is.
 LuFactors FactorForDeterminant(const LoweringContext& ctx) {
   const Value& a = ctx.tensor(0);
-  return LuFactor(ctx.arg(0).contiguous ? MatrixTranspose(a) : a);
+  return LuFactor(ctx.arg(0).contiguous && !ir::IsComplex(a.dtype()) ? MatrixTranspose(a) : a);
 }
 
 // _linalg_solve_ex(A, B, *, left, check_errors) -> (result, LU, pivots, info). B is a batch of
 // vectors when it is 1-D or has A's shape without its last dim.
 std::vector<Value> SolveExLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("lu_cpu", a.dtype());
+  CheckLapackKernel("lu_cpu", a.dtype());
   RejectCheckErrors(ctx, 3);
   Value b = ctx.value(1, a.dtype());
   const Shape vector_batch(a.shape().begin(), a.shape().end() - 1);
@@ -363,7 +377,7 @@ std::vector<Value> SolveExLowering(LoweringContext& ctx) {
 // linalg_inv_ex(A, *, check_errors) -> (inverse, info): solve(A, I), as the CPU computes it.
 std::vector<Value> InvExLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("lu_cpu", a.dtype());
+  CheckLapackKernel("lu_cpu", a.dtype());
   RejectCheckErrors(ctx, 1);
   LuFactors factors = LuFactor(a);
   Value x = LuSolve(factors.lu, factors.pivots, Identity(a.dtype(), a.shape()), true, false);
@@ -384,7 +398,7 @@ Value PermutationSign(const Value& pivots, DType dtype) {
 // _linalg_det(A) -> (det, LU, pivots): det(P) times the product of U's diagonal.
 std::vector<Value> DetLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("lu_cpu", a.dtype());
+  CheckLapackKernel("lu_cpu", a.dtype());
   LuFactors factors = FactorForDeterminant(ctx);
   Value diagonal = Diagonal(factors.lu);
   Value product =
@@ -395,13 +409,20 @@ std::vector<Value> DetLowering(LoweringContext& ctx) {
 // _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots).
 std::vector<Value> SlogdetLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("lu_cpu", a.dtype());
+  CheckLapackKernel("lu_cpu", a.dtype());
   LuFactors factors = FactorForDeterminant(ctx);
   Value diagonal = Diagonal(factors.lu);
   const int64_t last = diagonal.rank() - 1;
-  Value signs = Reduce(Unary("stablehlo.sign", diagonal), {last}, "stablehlo.multiply",
-                       Constant(1, a.dtype()));
-  Value logabsdet = Reduce(Log(Abs(diagonal)), {last}, "stablehlo.add", Constant(0, a.dtype()));
+  Value unit = Unary("stablehlo.sign", diagonal);
+  if (ir::IsComplex(a.dtype())) {
+    // sgn as PyTorch computes it: z / |z|, 0 at 0.
+    Value magnitude = Abs(diagonal);
+    unit = Select(Compare(diagonal, ConstantLike(0, diagonal), "EQ"), ConstantLike(0, diagonal),
+                  Div(diagonal, MakeComplex(magnitude, ConstantLike(0, magnitude))));
+  }
+  Value signs = Reduce(unit, {last}, "stablehlo.multiply", Constant(1, a.dtype()));
+  Value magnitude = Abs(diagonal);  // real for complex A
+  Value logabsdet = Reduce(Log(magnitude), {last}, "stablehlo.add", Constant(0, magnitude.dtype()));
   return {Mul(PermutationSign(factors.pivots, a.dtype()), signs), logabsdet, factors.lu,
           factors.pivots};
 }

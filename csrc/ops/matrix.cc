@@ -55,6 +55,12 @@ Value MatrixTranspose(const Value& x) {
   return Transpose(x, permutation);
 }
 
+Value Conjugate(const Value& x) {
+  return ir::IsComplex(x.dtype()) ? MakeComplex(Real(x), Neg(Imag(x))) : x;
+}
+
+Value Adjoint(const Value& x) { return Conjugate(MatrixTranspose(x)); }
+
 Value PerMatrix(const Value& x) { return Reshape(x, WithMatrix(x.shape(), 1, 1)); }
 
 Value AnyOf(const Value& flags) {
@@ -73,8 +79,8 @@ Value DynamicSliceAt(const Value& x, int64_t dim, const Value& start, int64_t si
                     "slice_sizes = " + ir::I64Array(sizes));
 }
 
-Value TriangularSolve(Value a, Value b, bool left, bool lower, bool unit_diagonal,
-                      bool transpose_a) {
+Value TriangularSolve(Value a, Value b, bool left, bool lower, bool unit_diagonal, bool transpose_a,
+                      bool conjugate_a) {
   const Shape batch = BroadcastShapes(BatchOf(a.shape()), BatchOf(b.shape()));
   a = BroadcastTo(a, WithMatrix(batch, Rows(a), Columns(a)));
   b = BroadcastTo(b, WithMatrix(batch, Rows(b), Columns(b)));
@@ -85,7 +91,10 @@ Value TriangularSolve(Value a, Value b, bool left, bool lower, bool unit_diagona
                     "left_side = " + flag(left) + ", lower = " + flag(lower) +
                         ", unit_diagonal = " + flag(unit_diagonal) +
                         ", transpose_a = #stablehlo<transpose " +
-                        (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">");
+                        (!transpose_a                              ? "NO_TRANSPOSE"
+                         : conjugate_a && ir::IsComplex(a.dtype()) ? "ADJOINT"
+                                                                   : "TRANSPOSE") +
+                        ">");
 }
 
 }  // namespace torch_tpu::ops

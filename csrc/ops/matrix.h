@@ -42,6 +42,10 @@ Value Identity(DType dtype, const Shape& shape);
 
 // Swaps each matrix's rows and columns.
 Value MatrixTranspose(const Value& x);
+// The complex conjugate; the identity on real values.
+Value Conjugate(const Value& x);
+// The conjugate transpose (MatrixTranspose for real values).
+Value Adjoint(const Value& x);
 // (*) -> (*, 1, 1), to act on whole matrices.
 Value PerMatrix(const Value& x);
 // True when any entry is (over all dims; a 0-d value is itself).
@@ -49,9 +53,9 @@ Value AnyOf(const Value& flags);
 // x[..., start:start+size, ...] along `dim`, at a 0-d s32 `start` (a loop index).
 Value DynamicSliceAt(const Value& x, int64_t dim, const Value& start, int64_t size);
 // op(a) x = b (left) or x op(a) = b (right) for a lower/upper triangular `a` (its other triangle
-// ignored), batch dims broadcast; `transpose_a` makes op(a) = a^T.
-Value TriangularSolve(Value a, Value b, bool left, bool lower, bool unit_diagonal,
-                      bool transpose_a);
+// ignored), batch dims broadcast; `transpose_a` makes op(a) = a^T, or a^H with `conjugate_a`.
+Value TriangularSolve(Value a, Value b, bool left, bool lower, bool unit_diagonal, bool transpose_a,
+                      bool conjugate_a = false);
 
 // ---- loops: the factorizations iterate inside the program, so its size does not grow with n ----
 
