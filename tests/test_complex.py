@@ -338,6 +338,53 @@ def test_fused_mode_runs_an_fft_chain_as_one_program():
     )
 
 
+def test_pow_special_exponents_and_zero_base():
+    z = make((4, 5), C64, low=-4, high=4)
+    t = z.to(TPU)
+    for exponent in [2, 3, -2, 0.5, -0.5, -1, 0, 1, 2 + 0j, 2.5, 1 - 2j]:
+        assert_close(t**exponent, z**exponent, rtol=2e-6)
+    assert_close(torch.pow(1, t), torch.pow(1, z))
+    # 0^z as C's cpow: 0 for Re z > 0, inf + NaN i for Re z < 0, NaN + NaN i for Re z == 0 (0^0 too).
+    exponents = torch.tensor([1 + 1j, -1 + 1j, 1j, -1j, 0j, 2, -2, 0.5 - 3j, -0.5], dtype=C64)
+    assert_close(0 ** exponents.to(TPU), 0**exponents)
+    zeros = torch.zeros(9, dtype=C64)
+    assert_close(zeros.to(TPU) ** exponents.to(TPU), zeros**exponents)
+
+
+def test_pow_rounds_like_the_cpu():
+    # Large angles (Im(e log b) ~ 20): the CPU's cexpf(e * clogf(b)) rounds the angle to f32, so
+    # another formula lands ~1e-6 relative away. What is left comes from glibc's atan2f, 1 ulp off
+    # in ~1 in 5 angles here (the f64 one rounded is not), times |e| up to 10: up to 4.3e-6 measured.
+    base = make((400,), C64, low=-9, high=9)
+    exponent = make((400,), C64, low=2, high=7)
+    assert_close(base.to(TPU) ** exponent.to(TPU), base**exponent, rtol=6e-6)
+    assert_close(2.5 ** exponent.to(TPU), 2.5**exponent, rtol=6e-6)
+
+
+def test_logaddexp():
+    a, b = make((4, 1, 5), C64), make((3, 5), C64)
+    assert_close(torch.logaddexp(a.to(TPU), b.to(TPU)), torch.logaddexp(a, b), rtol=2e-6)
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([complex(-inf, 1), complex(inf, 0.5), complex(nan, 0), complex(1, nan), 2 + 1j], dtype=C64)
+    y = torch.tensor([complex(-inf, 2), complex(inf, 0.25), 1 + 1j, 1 + 1j, complex(-inf, 0)], dtype=C64)
+    assert_close(torch.logaddexp(x.to(TPU), y.to(TPU)), torch.logaddexp(x, y))
+
+
+def test_lerp_and_accumulating_index_put():
+    a, b, w = make((4, 5), C64), make((4, 5), C64), make((4, 5), C64, low=-1, high=1)
+    ta, tb = a.to(TPU), b.to(TPU)
+    assert_close(torch.lerp(ta, tb, w.to(TPU)), torch.lerp(a, b, w))
+    for weight in (0.3, 0.8, 0.25 + 0.5j, 1):
+        assert_close(torch.lerp(ta, tb, weight), torch.lerp(a, b, weight))
+    values = make((4, 5), C64)
+    unique, repeated = torch.tensor([2, 0, 3]), torch.tensor([0, 2, 0, 3])  # repeats sum when accumulating
+    assert_close(ta.index_put((unique.to(TPU),), values[:3].to(TPU)), a.index_put((unique,), values[:3]))
+    assert_close(
+        ta.index_put((repeated.to(TPU),), values.to(TPU), accumulate=True),
+        a.index_put((repeated,), values, accumulate=True),
+    )
+
+
 def test_ops_without_complex_support_raise():
     t = make((3, 3), C64).to(TPU)
     with pytest.raises(NotImplementedError, match=r"aten::logcumsumexp.*ComplexFloat.*complex64 is not supported"):

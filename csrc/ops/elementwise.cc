@@ -588,15 +588,59 @@ std::vector<Value> DivLowering(LoweringContext& ctx) {
   return Result(ctx, ir::IsFloating(compute) ? Trunc(Div(a, b)) : Div(a, b));
 }
 
-// pow: the CPU computes some constant float exponents with dedicated kernels (sqrt, rsqrt,
-// reciprocal in opmath; x*x, x*x*x, 1/(x*x) in the dtype itself), except for f16.
+// Complex pow as the CPU's std::pow (glibc's cpowf): cexpf(e * clogf(b)), each step rounded to
+// f32 as there. The elementary functions run in f64 and are rounded once, which reproduces glibc's
+// nearly correctly rounded float ones; the product's terms are exact in f64, so rounding them and
+// then their sum gives the C float arithmetic. Where the angle is large its rounding dominates,
+// so stablehlo.power's |b|^c e^(-d arg b) form was ~1e-6 relative off the CPU, and it gives
+// 0^0 = 1 where the CPU gives NaN. Where the real part of e * log(b) is infinite (b = 0), C's cexp
+// gives 0 at -inf and inf + NaN i at +inf with an infinite or NaN angle.
+Value ComplexPower(const Value& base, const Value& exponent) {
+  auto wide = [](const Value& x) { return Convert(x, DType::kF64); };
+  auto f32 = [](const Value& x) { return Convert(x, DType::kF32); };
+  const Value br = wide(Real(base)), bi = wide(Imag(base));
+  const Value er = wide(Real(exponent)), ei = wide(Imag(exponent));
+  // clogf: its real part is logf(hypotf(|b|)), rounded twice, except near |b| = 1, where it is
+  // a log1p form as accurate as log|b| rounded once (f32 squares are exact in f64).
+  const Value squares = Add(Mul(br, br), Mul(bi, bi));
+  const Value large = Max(Abs(br), Abs(bi)), small = Min(Abs(br), Abs(bi));
+  auto c = [](double v) { return Constant(v, DType::kF64); };
+  const Value near_one =
+      Or(Or(Compare(large, c(1), "EQ"),
+            And(And(Compare(large, c(1), "GT"), Compare(large, c(2), "LT")),
+                Compare(small, c(1), "LT"))),
+         And(And(Compare(large, c(0.5), "GE"), Compare(large, c(1), "LT")),
+             Or(Compare(small, c(std::numeric_limits<float>::epsilon() / 2), "LT"),
+                Compare(squares, c(0.5), "GE"))));
+  const Value log_abs =
+      wide(f32(Select(near_one, Mul(Log(squares), c(0.5)), Log(wide(f32(Sqrt(squares)))))));
+  const Value arg = wide(f32(Binary("stablehlo.atan2", bi, br)));
+  const Value re = f32(Sub(wide(f32(Mul(er, log_abs))), wide(f32(Mul(ei, arg)))));
+  const Value im = f32(Add(wide(f32(Mul(er, arg))), wide(f32(Mul(ei, log_abs)))));
+  // cexpf: expf(re) times cosf/sinf(im).
+  const Value magnitude = wide(f32(Exp(wide(re))));
+  const Value cosine = wide(f32(Unary("stablehlo.cosine", wide(im))));
+  const Value sine = wide(f32(Unary("stablehlo.sine", wide(im))));
+  Value result = MakeComplex(f32(Mul(magnitude, cosine)), f32(Mul(magnitude, sine)));
+  const Value zero = ConstantLike(0, re), inf = ConstantLike(INFINITY, re);
+  const Value bad_angle = Or(IsNan(im), Compare(Abs(im), inf, "EQ"));
+  result = Select(And(Compare(re, inf, "EQ"), bad_angle), MakeComplex(inf, ConstantLike(NAN, re)),
+                  result);
+  return Select(Compare(re, Neg(inf), "EQ"), MakeComplex(zero, zero), result);
+}
+
+// pow: the CPU computes some constant exponents with dedicated kernels (sqrt, rsqrt, reciprocal
+// in opmath; x*x, x*x*x, 1/(x*x) in the dtype itself), except for f16; for complex also exponent 0
+// (ones) and 1 (a copy), and a base of 1 gives ones.
 std::vector<Value> PowLowering(LoweringContext& ctx) {
   const DType common = ctx.promoted;
   const DType compute = OpMathType(common);
+  const bool is_complex = ir::IsComplex(common);
   CheckDomain("pow", common, kNumbers);
   Value base = Operand(ctx, 0, common, compute);
-  if (ctx.overload.rfind("Tensor_Scalar", 0) == 0 && ir::IsFloating(common) &&
-      common != DType::kF16) {
+  if (ctx.overload.rfind("Tensor_Scalar", 0) == 0 &&
+      ((ir::IsFloating(common) && common != DType::kF16) || is_complex) &&
+      ctx.scalar(1).imag == 0) {
     const double e = ctx.scalar(1).ToDouble();
     const Value x = ctx.value(0, common);
     if (e == 0.5) return Result(ctx, Sqrt(base));
@@ -605,23 +649,37 @@ std::vector<Value> PowLowering(LoweringContext& ctx) {
     if (e == 2) return Result(ctx, Mul(x, x));
     if (e == 3) return Result(ctx, Mul(Mul(x, x), x));
     if (e == -2) return Result(ctx, Reciprocal(Mul(x, x)));
+    if (is_complex && e == 0) return Result(ctx, ConstantLike(1, x));
+    if (is_complex && e == 1) return Result(ctx, x);
   }
-  return Result(ctx, Power(base, Operand(ctx, 1, common, compute)));
+  if (is_complex && ctx.overload.rfind("Scalar", 0) == 0 && ctx.scalar(0).IsOne()) {
+    return Result(ctx, Constant(1, common, ctx.output().shape));
+  }
+  const Value exponent = Operand(ctx, 1, common, compute);
+  if (is_complex) {
+    const Shape& shape = ctx.output().shape;
+    return Result(ctx, ComplexPower(BroadcastTo(base, shape), BroadcastTo(exponent, shape)));
+  }
+  return Result(ctx, Power(base, exponent));
 }
 
 // ---- ternary and selection ops ----
 
 // lerp(self, end, weight) as the CPU's vector kernel: measured from the nearer end, so that the
-// result is exact at weight 0 and 1. A scalar weight is read in opmath.
+// result is exact at weight 0 and 1. A scalar weight is read in opmath. Complex too.
 std::vector<Value> LerpLowering(LoweringContext& ctx) {
   const DType common = ctx.promoted;
   const DType compute = OpMathType(common);
-  CheckDomain(ctx.is_tensor(2) ? "lerp_kernel_tensor" : "lerp_kernel_scalar", ctx.tensor(0).dtype(),
-              kFloats);
+  if (!ir::IsComplex(common)) {
+    CheckDomain(ctx.is_tensor(2) ? "lerp_kernel_tensor" : "lerp_kernel_scalar",
+                ctx.tensor(0).dtype(), kFloats);
+  }
   Value start = Operand(ctx, 0, common, compute);
   Value end = Operand(ctx, 1, common, compute);
   Value weight = Operand(ctx, 2, common, compute, /*opmath_scalar=*/!ctx.is_tensor(2));
-  Value near_start = Compare(Abs(weight), Constant(0.5, compute), "LT");
+  // A complex weight is near the start by its magnitude (real, hence the constant's type).
+  const Value magnitude = Abs(weight);
+  Value near_start = Compare(magnitude, ConstantLike(0.5, magnitude), "LT");
   Value coefficient = Select(near_start, weight, Sub(weight, One(compute)));
   Value base = Select(near_start, start, end);
   return Result(ctx, Add(Mul(coefficient, Sub(end, start)), base));

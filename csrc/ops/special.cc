@@ -9,12 +9,16 @@
 #include <limits>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ops/builder.h"
 #include "ops/type_names.h"
 
 namespace torch_tpu::ops {
+
+Value HurwitzZeta(const Value& x, const Value& q);  // special_functions.cc
+
 namespace {
 
 // The bit pattern of a float as a signed integer of its width (its sign is the float's sign bit).
@@ -156,8 +160,8 @@ std::vector<Value> UnaryLowering(LoweringContext& ctx) {
   return Result(ctx, op.formula(Convert(x, OpMathType(out))));
 }
 
-// polygamma(n, x) for n = 0 and 1 (what autograd of digamma needs). Higher orders are left out:
-// chlo.polygamma is wrong for negative x and the CPU's reflection is not reproduced here.
+// polygamma(n, x) as the CPU: digamma for n = 0, trigamma for n = 1, and above
+// (-1)^(n+1) n! zeta(n + 1, x), which is +-inf at the poles (x a non-positive integer).
 std::vector<Value> PolygammaLowering(LoweringContext& ctx) {
   const Value x = ctx.tensor(1);
   const DType compute = OpMathType(ctx.output().dtype);
@@ -166,7 +170,11 @@ std::vector<Value> PolygammaLowering(LoweringContext& ctx) {
   const Value value = Convert(x, compute);
   if (n == 0) return Result(ctx, Digamma(value));
   if (n == 1) return Result(ctx, Trigamma(value));
-  throw UnsupportedError("polygamma is lowered for n = 0 and 1 only");
+  // n! as the CPU's exp(lgamma(n + 1)) (inf from n = 171 in double, 35 in float).
+  const double factorial = std::exp(std::lgamma(static_cast<double>(n) + 1));
+  const Value order = Constant(static_cast<double>(n) + 1, compute, value.shape());
+  const Value scale = Constant(n % 2 == 1 ? factorial : -factorial, compute);
+  return Result(ctx, Mul(scale, HurwitzZeta(order, value)));
 }
 
 // logit(x, eps): log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given (>= 0).
@@ -269,8 +277,41 @@ Value LogAddExp(const Value& a, const Value& b, bool base2) {
   return Select(IsNan(a), BroadcastTo(a, result.shape()), result);
 }
 
+// Complex logaddexp as the CPU's _log_add_exp_helper: with min/max the operands ordered by real
+// part, log1p(exp(min - max)) + max; a NaN part anywhere gives NaN + NaN i; equal infinite real
+// parts give min at -inf and, at +inf, log(exp(min) + exp(max)).
+Value ComplexLogAddExp(const Value& x, const Value& y) {
+  const Shape shape = BroadcastShapes(x.shape(), y.shape());
+  const Value a = BroadcastTo(x, shape), b = BroadcastTo(y, shape);
+  const Value a_first = Compare(Real(a), Real(b), "LT");
+  const Value min = Select(a_first, a, b), max = Select(a_first, b, a);
+  const Value min_real = Real(min), max_real = Real(max);
+  const Value inf = ConstantLike(INFINITY, min_real);
+  Value result = Add(Unary("stablehlo.log_plus_one", Exp(Sub(min, max))), max);
+  // At +inf: each exp as C's cexp, inf cis(y) (with an exact 0 imaginary part at y = 0), and the
+  // angle of their sum (atan2 of the infinities).
+  auto exp_at_infinity = [&](const Value& y) {
+    const Value imag = Select(Compare(y, ConstantLike(0, y), "EQ"), ConstantLike(0, y),
+                              Mul(inf, Unary("stablehlo.sine", y)));
+    return std::pair<Value, Value>{Mul(inf, Unary("stablehlo.cosine", y)), imag};
+  };
+  const auto [min_cos, min_sin] = exp_at_infinity(Imag(min));
+  const auto [max_cos, max_sin] = exp_at_infinity(Imag(max));
+  const Value angle = Binary("stablehlo.atan2", Add(min_sin, max_sin), Add(min_cos, max_cos));
+  const Value equal_infinities =
+      And(Compare(min_real, max_real, "EQ"), Compare(Abs(min_real), inf, "EQ"));
+  const Value both_infinite = Select(Compare(min_real, inf, "EQ"), MakeComplex(inf, angle), min);
+  result = Select(equal_infinities, both_infinite, result);
+  const Value any_nan = Or(Or(IsNan(Real(a)), IsNan(Imag(a))), Or(IsNan(Real(b)), IsNan(Imag(b))));
+  const Value nan = ConstantLike(NAN, min_real);
+  return Select(any_nan, MakeComplex(nan, nan), result);
+}
+
 std::vector<Value> LogAddExpLowering(LoweringContext& ctx) {
   const DType common = ctx.promoted;
+  if (ctx.name == "logaddexp" && ir::IsComplex(common)) {
+    return Result(ctx, ComplexLogAddExp(ctx.value(0, common), ctx.value(1, common)));
+  }
   CheckFloatingKernel(ctx.name + "_cpu", common);
   const DType t = OpMathType(common);
   const Value a = Convert(ctx.value(0, common), t), b = Convert(ctx.value(1, common), t);
@@ -278,7 +319,8 @@ std::vector<Value> LogAddExpLowering(LoweringContext& ctx) {
 }
 
 // logcumsumexp(self, dim): the running logaddexp (associative), floating only; f16/bf16 in f32.
-// Positions before the start read -inf, logaddexp's identity.
+// Positions before the start read -inf, logaddexp's identity. (Not complex: this tree scan's
+// principal-branch imaginary parts can differ by 2 pi from the CPU's sequential ones.)
 std::vector<Value> LogCumSumExpLowering(LoweringContext& ctx) {
   const Value x = ctx.tensor(0);
   CheckFloatingKernel("logcumsumexp_out_cpu", x.dtype());  // the CPU's message

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ops/builder.h"
@@ -196,21 +197,71 @@ std::vector<Value> Xlog1pyLowering(LoweringContext& ctx) {
 
 Value Floor(const Value& x) { return Unary("stablehlo.floor", x); }
 
+// Caps the loop below: for q below about -2^24 in f32, q + 1 == q and the CPU never returns.
+constexpr int64_t kZetaShiftLimit = 1 << 16;
+
+// For q < 0 (x an integer; other x give NaN) the CPU's Cephes loop sums (q + k)^-x directly,
+// where chlo.zeta is off by orders of magnitude (its terms cancel inexactly). Done here the same
+// way, in a stablehlo.while over all elements, with |q + k|^-x and the sign of an odd power,
+// until q + k >= 1: the terms either side of 0 then cancel as on the CPU. Returns the partial sum
+// and q + k, where chlo.zeta takes over.
+std::pair<Value, Value> ShiftToPositive(const Value& x, const Value& q) {
+  const DType t = q.dtype();
+  const Value odd_power =
+      Compare(Binary("stablehlo.remainder", x, Constant(2, t)), Constant(0, t), "NE");
+  const Value shiftable = And(And(IsLess(q, 0), Compare(q, Floor(q), "NE")),
+                              And(Compare(x, Floor(x), "EQ"), IsGreater(q, -INFINITY)));
+  // Regions take no outer values: x and the parity travel in the state unchanged.
+  std::vector<Value> initial{Select(shiftable, q, Constant(1, t, q.shape())),
+                             Constant(0, t, q.shape()), Constant(0, DType::kS64), x, odd_power};
+  std::vector<TensorType> types;
+  for (const Value& v : initial) types.push_back(v.type());
+  std::vector<int64_t> all_dims;
+  for (size_t d = 0; d < q.shape().size(); ++d) all_dims.push_back(static_cast<int64_t>(d));
+  auto condition = ir::MakeRegion(types, [&](const std::vector<Value>& v) {
+    const Value pending =
+        Reduce(IsLess(v[0], 1), all_dims, "stablehlo.or", ir::IntegerConstant(0, DType::kBool));
+    return std::vector<Value>{
+        And(pending, Compare(v[2], Constant(kZetaShiftLimit, DType::kS64), "LT"))};
+  });
+  auto step = ir::MakeRegion(types, [&](const std::vector<Value>& v) {
+    const Value negative = IsLess(v[0], 1);
+    Value term = Binary("stablehlo.power", Abs(v[0]), Neg(v[3]));
+    term = Select(And(v[4], IsLess(v[0], 0)), Neg(term), term);
+    return std::vector<Value>{Select(negative, Add(v[0], One(t)), v[0]),
+                              Select(negative, Add(v[1], term), v[1]),
+                              Add(v[2], Constant(1, DType::kS64)), v[3], v[4]};
+  });
+  const std::vector<Value> final_state = ir::MakeMultiOp("stablehlo.while", initial, types, "",
+                                                         {std::move(condition), std::move(step)});
+  return {Select(shiftable, final_state[0], q), final_state[1]};
+}
+
+}  // namespace
+
 // Hurwitz zeta(x, q) through chlo.zeta, XLA's expansion of the same Cephes algorithm, with the
 // CPU's early returns: inf at x == 1, NaN below; for q <= 0, inf at integer q and NaN where x is
-// not an integer.
+// not an integer. Outside the anonymous namespace: polygamma (special.cc) uses it too.
+Value HurwitzZeta(const Value& x, const Value& q) {
+  const DType t = x.dtype();
+  const Value inf = Constant(INFINITY, t), nan = Constant(NAN, t);
+  const auto [shifted, partial_sum] = ShiftToPositive(x, q);
+  Value result = Add(partial_sum, Binary("chlo.zeta", x, shifted));
+  const Value non_positive_q = Not(IsGreater(q, 0));
+  result = Select(And(And(non_positive_q, Compare(x, Floor(x), "NE")), Not(IsNan(q))), nan, result);
+  result = Select(And(non_positive_q, Compare(q, Floor(q), "EQ")), inf, result);
+  result = Select(IsLess(x, 1), nan, result);
+  return Select(IsEqualTo(x, 1), inf, result);
+}
+
+namespace {
+
 std::vector<Value> ZetaLowering(LoweringContext& ctx) {
   const DType out = ctx.output().dtype;
   CheckFloatOrDoubleKernel("zeta_cpu", out);
   const Shape& shape = ctx.output().shape;
   const Value x = BroadcastTo(ctx.value(0, out), shape), q = BroadcastTo(ctx.value(1, out), shape);
-  const Value inf = Constant(INFINITY, out), nan = Constant(NAN, out);
-  Value result = Binary("chlo.zeta", x, q);
-  const Value non_positive_q = Not(IsGreater(q, 0));
-  result = Select(And(And(non_positive_q, Compare(x, Floor(x), "NE")), Not(IsNan(q))), nan, result);
-  result = Select(And(non_positive_q, Compare(q, Floor(q), "EQ")), inf, result);
-  result = Select(IsLess(x, 1), nan, result);
-  return Result(ctx, Select(IsEqualTo(x, 1), inf, result));
+  return Result(ctx, HurwitzZeta(x, q));
 }
 
 // gcd by Euclid's algorithm on |a|, |b| in a stablehlo.while that runs until every element's
