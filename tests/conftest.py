@@ -94,6 +94,14 @@ def raises_like_cpu(fn):
     assert str(tpu_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
 
 
+def assert_elementwise_matches(fn, x: torch.Tensor) -> None:
+    """An elementwise `fn` on tpu against the CPU: on `x`, and on a non-contiguous 20x20 view of its
+    first 400 values."""
+    assert_close(fn(x.to(TPU)), fn(x))
+    grid = x[:400].reshape(20, 20)
+    assert_close(fn(noncontiguous(grid.to(TPU))), fn(grid))
+
+
 def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     """The same values as ``t`` through a non-contiguous (transposed, strided) view."""
     if t.dim() < 2:
