@@ -557,7 +557,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
       // 4. Lower, then write each result through its output's view.
       std::vector<ir::Value> results;
       try {
-        if (!ComplexUnchecked() && !ops::AcceptsComplex(lowering_name) && HasComplex(ctx)) {
+        if (HasComplex(ctx) && !ComplexUnchecked() && !ops::AcceptsComplex(lowering_name)) {
           throw ops::UnsupportedError("complex64 is not supported by this op on tpu yet");
         }
         results = lowering(ctx);
