@@ -261,6 +261,35 @@ def accept_tied_indices(op_name, sample, actual, expected):
     return want.to(got.device) if single else (actual[0], want.to(got.device))
 
 
+# Ops whose eigenvalues come in no specified order ("not guaranteed to be in any specific order",
+# torch.linalg.eig's documentation): LAPACK's is the order its QR iteration deflated them in.
+EIGENVALUE_ORDER_OPS = {"linalg.eig", "linalg.eigvals"}
+
+
+def align_eigenvalues(op_name, actual, expected):
+    """`actual` (eigenvalues, or the OpInfo's (eigenvalues, |eigenvectors|)) with each matrix's
+    eigenvalues, and their eigenvector columns, reordered to the CPU's: each CPU eigenvalue takes
+    the nearest tpu one not yet taken, nearest pairs first. compare() then checks the values."""
+    import torch
+
+    if op_name not in EIGENVALUE_ORDER_OPS:
+        return actual
+    values = actual[0] if isinstance(actual, tuple) else actual
+    reference = expected[0] if isinstance(expected, tuple) else expected
+    if not isinstance(reference, torch.Tensor) or values.shape != reference.shape or values.numel() == 0:
+        return actual
+    _tests_on_path()
+    from eigenvalue_order import matched_order
+
+    order = matched_order(values.detach().cpu(), reference.detach().cpu()).to(values.device)
+    aligned = values.gather(-1, order)
+    if not isinstance(actual, tuple):
+        return aligned
+    vectors = actual[1]
+    columns = order.unsqueeze(-2).expand(vectors.shape)
+    return (aligned, vectors.gather(-1, columns), *actual[2:])
+
+
 def _is_tpu_not_implemented(exc: BaseException) -> bool:
     return isinstance(exc, NotImplementedError) and "tpu" in str(exc)
 
@@ -291,6 +320,13 @@ def _cpu_fallbacks() -> int:
     return int(torch_tpu.metrics.snapshot().get("cpu_fallbacks", 0))
 
 
+def _tests_on_path():
+    """Makes tests/'s plain helper modules (no pytest) importable."""
+    tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+
+
 def _cpu_reference(dtype):
     """For bf16 samples the CPU side computes its accumulating kernels in f32 and rounds once, as
     the tests do (tests/float32_reference.py): the CPU's own bf16 kernels differ between AVX2 and
@@ -301,9 +337,7 @@ def _cpu_reference(dtype):
 
     if dtype != torch.bfloat16:
         return contextlib.nullcontext()
-    tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
+    _tests_on_path()
     from float32_reference import Float32Reference
 
     return Float32Reference()
@@ -338,6 +372,7 @@ def run_forward(op, sample, dtype) -> tuple[str, str]:
         return FAIL, f"CPU raises {_short(cpu_exc)}; tpu does not"
     try:
         actual = accept_tied_indices(getattr(op, "name", None), sample, actual, expected)
+        actual = align_eigenvalues(getattr(op, "name", None), actual, expected)
         compare(actual, expected, dtype)  # reading the values also surfaces asynchronous errors
     except AssertionError as exc:
         return FAIL, _short(exc)
@@ -356,8 +391,8 @@ def run_backward(op, sample, dtype) -> tuple[str, str] | None:
     except Exception as exc:  # noqa: BLE001
         return (NOT_IMPLEMENTED if _is_tpu_not_implemented(exc) else ERROR), f"moving the sample: {_short(exc)}"
     try:
-        cpu_out = _float_tensors(sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs)))
-        cpu_out = [t for t in cpu_out if t.requires_grad]
+        cpu_processed = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
+        cpu_out = [t for t in _float_tensors(cpu_processed) if t.requires_grad]
         cpu_inputs = _grad_inputs(sample)
         if not cpu_out or not cpu_inputs:
             return None
@@ -368,10 +403,9 @@ def run_backward(op, sample, dtype) -> tuple[str, str] | None:
         return None
     fallbacks = _cpu_fallbacks()
     try:
-        tpu_out = _float_tensors(
-            tpu_sample.output_process_fn_grad(op(tpu_sample.input, *tpu_sample.args, **tpu_sample.kwargs))
-        )
-        tpu_out = [t for t in tpu_out if t.requires_grad]
+        tpu_processed = tpu_sample.output_process_fn_grad(op(tpu_sample.input, *tpu_sample.args, **tpu_sample.kwargs))
+        tpu_processed = align_eigenvalues(getattr(op, "name", None), tpu_processed, cpu_processed)
+        tpu_out = [t for t in _float_tensors(tpu_processed) if t.requires_grad]
         tpu_inputs = _grad_inputs(tpu_sample)
         if len(tpu_out) != len(cpu_out) or len(tpu_inputs) != len(cpu_inputs):
             return FAIL, f"{len(tpu_out)} differentiable outputs on tpu, {len(cpu_out)} on the CPU"
@@ -707,7 +741,10 @@ def write_markdown(report, path, args):
         " samples; the CPU's default sort is not stable for bf16), where either index is right:"
         " such an output passes when each index is in range, distinct along dim (not for"
         " kthvalue) and points at the value the CPU's points at; stable sorts must match exactly."
-        " Float32 uses"
+        " The eigenvalues of `linalg.eig` and `linalg.eigvals` come in no specified order (PyTorch's"
+        " documentation), LAPACK's being its QR iteration's deflation order: tpu's are put in the"
+        " CPU's order (each CPU eigenvalue takes the nearest tpu one), with their eigenvector"
+        " columns, before the comparison. Float32 uses"
         " torch.testing's default tolerance (atol 1e-5, rtol 1.3e-6), which also flags"
         " accumulation-order differences of matrix products. Complex dtypes other than complex64, and float16/float64,"
         " are not run.",
