@@ -1,7 +1,8 @@
 """complex64 matrix decompositions and solves on tpu against the CPU: Cholesky (A = L L^H),
 triangular solves (plain and conjugate transposes), cholesky_solve/inverse, LU with LAPACK's
-|re| + |im| pivoting, lu_solve (adjoint), solve, inv, det, slogdet and logdet, with batches,
-non-contiguous inputs, gradients and the CPU's errors."""
+|re| + |im| pivoting, lu_solve (adjoint), solve, inv, det, slogdet and logdet, Householder QR
+(geqrf with zgeqrf's complex reflectors, householder_product, ormqr with Q^H, linalg.qr), with
+batches, non-contiguous inputs, gradients and the CPU's errors."""
 
 from __future__ import annotations
 
@@ -228,3 +229,115 @@ def test_solve_and_inv_singular_raise_the_cpu_error():
         kind, message = cpu_error(fn, *args)
         with pytest.raises(kind, match=re.escape(message)):
             fn(*[t.to(TPU) for t in args])
+
+
+# ---- Householder QR ----
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_geqrf_complex_reflectors_like_zgeqrf(shape):
+    # R's diagonal real (beta), tau complex: the CPU's compact form entry for entry.
+    check(torch.geqrf, make(shape, C64))
+
+
+def test_geqrf_trivial_reflectors_and_noncontiguous():
+    # Columns zero below the diagonal: with a real diagonal entry H = I (tau = 0); with a complex
+    # one a reflector still makes R's diagonal real. A zero column too.
+    real_diagonal = torch.triu(make((4, 4), C64)) - 1j * torch.diag(make((4,), C64).imag)
+    zero_column = make((4, 3), C64)
+    zero_column[:, 1] = 0
+    for a in (real_diagonal, torch.triu(make((4, 4), C64)), zero_column):
+        expected = torch.geqrf(a)
+        actual = torch.geqrf(noncontiguous(a.to(TPU)))
+        assert_close(actual.a, expected.a, **TOL)
+        assert_close(actual.tau, expected.tau, **TOL)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 3), (3, 5), (4, 4)])
+def test_linalg_qr_modes_with_grad(shape):
+    a = general(shape) if shape[-1] == shape[-2] else make(shape, C64)
+    for mode in ("reduced", "complete", "r"):
+        check(lambda x, mode=mode: torch.linalg.qr(x, mode=mode), a)
+    check_grads(lambda x: torch.linalg.qr(x).Q, a)
+    check_grads(lambda x: torch.linalg.qr(x).R, a)
+
+
+def test_householder_product_with_grad():
+    factors = torch.geqrf(make((2, 5, 3), C64))
+    check(torch.linalg.householder_product, *factors)
+    check_grads(torch.linalg.householder_product, make((2, 5, 3), C64, low=-1, high=1), make((2, 2), C64, -1, 1))
+
+
+@pytest.mark.parametrize("left, transpose", [(True, False), (True, True), (False, False), (False, True)])
+def test_ormqr_applies_q_or_its_adjoint(left, transpose):
+    factors = torch.geqrf(make((2, 5, 3), C64))
+    c = make((2, 5, 4) if left else (2, 4, 5), C64)
+    check(lambda x, t, y: torch.ormqr(x, t, y, left=left, transpose=transpose), *factors, c)
+    a, tau = make((5, 3), C64, low=-1, high=1), make((3,), C64, low=-1, high=1)
+    c = make((5, 2) if left else (2, 5), C64, low=-1, high=1)
+    check_grads(lambda x, t, y: torch.ormqr(x, t, y, left=left, transpose=transpose), a, tau, c)
+
+
+# ---- eigh and svd ----
+# Eigenvectors and singular vectors are unique only up to a phase per column, and LAPACK
+# normalizes none: compared as the OpInfo samples compare them (their magnitudes, and phase-free
+# products), with the decomposition itself checked.
+
+
+def hermitian(shape):
+    a = make(shape, C64)
+    return a + a.mH
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 5), (1, 1)])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_hermitian(shape, uplo):
+    a = hermitian(shape)
+    # The triangle not read holds garbage, the diagonal an imaginary part LAPACK ignores.
+    garbled = a + (make(shape, C64).triu(1) if uplo == "L" else make(shape, C64).tril(-1))
+    garbled = garbled + 1j * torch.diag_embed(make(shape[:-1], torch.float32))
+    expected_values, expected_vectors = torch.linalg.eigh(garbled, UPLO=uplo)
+    values, vectors = torch.linalg.eigh(noncontiguous(garbled.to(TPU)), UPLO=uplo)
+    assert_close(values, expected_values, **TOL)
+    assert_close(vectors.abs(), expected_vectors.abs(), **TOL)
+    vectors, values = vectors.cpu(), values.cpu()
+    torch.testing.assert_close(a @ vectors, vectors * values.unsqueeze(-2).to(C64), **TOL)
+    check(torch.linalg.eigvalsh, a)
+
+
+def test_eigh_with_grad():
+    # A phase-invariant function of the eigenvectors, as the OpInfo gradient checks use.
+    a = hermitian((3, 4, 4))
+    cpu, tpu = a.clone().requires_grad_(), tpu_leaf(a)
+    expected, actual = [torch.linalg.eigh(x) for x in (cpu, tpu)]
+    grads = make((3, 4), torch.float32), make((3, 4, 4), torch.float32)
+    torch.autograd.backward([expected[0], expected[1].abs()], list(grads))
+    torch.autograd.backward([actual[0], actual[1].abs()], [g.to(TPU) for g in grads])
+    assert_close(tpu.grad, cpu.grad, **TOL)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (0, 3)])
+@pytest.mark.parametrize("full_matrices", [False, True])
+def test_svd(shape, full_matrices):
+    a = make(shape, C64)
+    expected = torch.linalg.svd(a, full_matrices=full_matrices)
+    actual = torch.linalg.svd(noncontiguous(a.to(TPU)), full_matrices=full_matrices)
+    k = expected.S.shape[-1]
+    assert_close(actual.S, expected.S, **TOL)
+    assert_close(actual.U[..., :k].abs(), expected.U[..., :k].abs(), **TOL)
+    assert_close(actual.Vh[..., :k, :].abs(), expected.Vh[..., :k, :].abs(), **TOL)
+    assert_close(actual.U[..., :k] @ actual.Vh[..., :k, :], expected.U[..., :k] @ expected.Vh[..., :k, :], **TOL)
+    for q in (actual.U, actual.Vh.mH):  # orthonormal columns, the completed ones too
+        gram = q.mH @ q
+        assert_close(gram, torch.eye(q.shape[-1], dtype=C64).expand(gram.shape), **TOL)
+    check(torch.linalg.svdvals, a)
+
+
+def test_svd_rank_deficient_and_grad():
+    a = make((4, 2), C64) @ make((2, 5), C64)  # rank 2: U completed beyond it
+    u, s, vh = torch.linalg.svd(a.to(TPU))
+    assert_close(s, torch.linalg.svdvals(a), **TOL)
+    assert_close((u[:, :4] * s.to(C64)) @ vh[:4], a, **TOL)
+    assert_close(u.mH @ u, torch.eye(4, dtype=C64), **TOL)
+    check_grads(lambda x: torch.linalg.svdvals(x).to(C64), make((2, 4, 3), C64))
+    check_grads(lambda x: (lambda usv: usv[0] @ usv[2])(torch.linalg.svd(x, full_matrices=False)), make((4, 3), C64))

@@ -2,7 +2,7 @@
 // inside the program with stablehlo.while, so the program's size does not grow with n:
 //
 // - _linalg_eigh: cyclic Jacobi with the parallel (round-robin) ordering. Each iteration applies
-//   one round's n/2 disjoint rotations at once as J^T A J, until the off-diagonal part is below
+//   one round's n/2 disjoint rotations at once as J^H A J, until the off-diagonal part is below
 //   eps relative to A (or a sweep cap).
 // - _linalg_svd: one-sided (Hestenes) Jacobi on the taller orientation: the same rounds rotate
 //   pairs of columns of W = A V until they are orthogonal, so the singular values come from
@@ -10,7 +10,13 @@
 // - linalg_matrix_exp: scaling and squaring of the Taylor polynomial through x^19 / 19!, scaled
 //   under the thresholds PyTorch's CPU kernel uses for its degree-18 approximant.
 //
-// As on the CPU (LAPACK), eigh and svd have kernels for f32 and f64 only.
+// eigh and svd take f32, f64 and complex64, as the CPU (LAPACK) takes the real and complex types.
+// A complex pair rotates by J = D R D^H, R the real rotation for |a_pq| and D = diag(1, e^{-i phi})
+// the phase of a_pq = |a_pq| e^{i phi}: the same rounds then give a Hermitian matrix's
+// eigenvectors, or a complex matrix's singular vectors. Vectors are unique only up to a phase per
+// column (a sign for real ones), and LAPACK normalizes none: tpu's phases are Jacobi's own.
+#include "ops/spectral.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -42,17 +48,27 @@ Value Diagonal(const Value& x) {
   return SumLast(Select(DiagonalMask(x.shape()), x, ConstantLike(0, x)));
 }
 
+// |x|^2, real (f32 for complex64).
+Value SquaredMagnitude(const Value& x) {
+  if (!ir::IsComplex(x.dtype())) return Mul(x, x);
+  return Add(Mul(Real(x), Real(x)), Mul(Imag(x), Imag(x)));
+}
+
+// (a + a^H) / 2: rounding's asymmetry removed, and a real diagonal.
+Value Hermitize(const Value& a) { return Mul(Add(a, Adjoint(a)), ConstantLike(0.5, a)); }
+
 Value MaxOf(const Value& x) {
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
   return Reduce(x, dims, "stablehlo.maximum", S32(0));
 }
 
-// The largest |entry| of each matrix, or 1 where that is 0 or not finite: dividing by it keeps the
-// sums of squares below from overflowing or underflowing, at the cost of one rounding.
+// The largest |entry| of each matrix (real), or 1 where that is 0 or not finite: dividing by it
+// keeps the sums of squares below from overflowing or underflowing, at the cost of one rounding.
 Value ScaleOf(const Value& a) {
-  Value largest =
-      Reduce(Abs(a), {a.rank() - 2, a.rank() - 1}, "stablehlo.maximum", Constant(0, a.dtype()));
+  Value magnitude = Abs(a);
+  Value largest = Reduce(magnitude, {a.rank() - 2, a.rank() - 1}, "stablehlo.maximum",
+                         Constant(0, magnitude.dtype()));
   Value usable =
       And(Compare(largest, ConstantLike(0, largest), "GT"),
           Compare(largest, ConstantLike(std::numeric_limits<double>::max(), largest), "LE"));
@@ -61,7 +77,9 @@ Value ScaleOf(const Value& a) {
 
 // (*) true for the matrices of a (*, m, n) whose entries are all finite.
 Value AllFinite(const Value& a) {
-  Value finite = Compare(Abs(a), ConstantLike(std::numeric_limits<double>::infinity(), a), "LT");
+  Value magnitude = Abs(a);
+  Value finite =
+      Compare(magnitude, ConstantLike(std::numeric_limits<double>::infinity(), magnitude), "LT");
   return Reduce(finite, {a.rank() - 2, a.rank() - 1}, "stablehlo.and",
                 ir::IntegerConstant(1, DType::kBool));
 }
@@ -76,7 +94,7 @@ Value NanUnlessFinite(const Value& x, const Value& finite) {
   return Select(mask, x, ConstantLike(std::numeric_limits<double>::quiet_NaN(), x));
 }
 
-double Epsilon(DType dtype) {
+double Epsilon(DType dtype) {  // of the real or complex type
   return dtype == DType::kF64 ? std::numeric_limits<double>::epsilon()
                               : std::numeric_limits<float>::epsilon();
 }
@@ -132,19 +150,19 @@ Value TakePartners(const Value& x, const Value& partner) {
           ", index_vector_dim = 1>, slice_sizes = " + ir::I64Array(slice));
 }
 
-// J's entries by row: J[i, i] = cosine[i], J[i, partner(i)] = off[i], both (*, n); and the
-// change of each diagonal entry of J^T a J, -t a_pq for p and t a_pq for q.
+// J's entries by row: J[i, i] = cosine[i] (real), J[i, partner(i)] = off[i], both (*, n); and
+// the (real) change of each diagonal entry of J^H a J, -t |a_pq| for p and t |a_pq| for q. J is
+// unitary with J[q, p] = -conj(J[p, q]).
 struct Rotation {
   Value cosine, off, shift;
 };
 
-// Golub & Van Loan's symmetric Schur rotation of every pair, from the diagonal d (*, n) and each
-// index's a[i, partner(i)] (*, n, zero where it sits out): J^T a J is zero at (p, q). Row q
+// Golub & Van Loan's symmetric Schur rotation of every pair, from the real diagonal d (*, n) and
+// each index's a[i, partner(i)] (*, n, zero where it sits out): J^H a J is zero at (p, q). Row q
 // takes row p's a_pq, so both rows compute their common rotation from the same values in the same
-// order and J is orthogonal to rounding.
-Rotation SchurRotation(const Round& round, const Value& d, Value a_pq) {
-  Value lower = BroadcastTo(round.lower, d.shape());
-  a_pq = Select(lower, a_pq, TakePartners(a_pq, round.partner));
+// order and J is unitary to rounding. A complex a_pq rotates as its magnitude, between its phases.
+Rotation RealSchurRotation(const Round& round, const Value& lower, const Value& d,
+                           const Value& a_pq) {
   Value partner_d = TakePartners(d, round.partner);
   Value a_pp = Select(lower, d, partner_d), a_qq = Select(lower, partner_d, d);
   Value one = ConstantLike(1, d), zero = ConstantLike(0, d);
@@ -160,12 +178,26 @@ Rotation SchurRotation(const Round& round, const Value& d, Value a_pq) {
   return {cosine, Select(lower, sine, Neg(sine)), Select(lower, Neg(shift), shift)};
 }
 
-// x J for x (*, r, n): column j becomes cosine[j] x[:, j] - off[j] x[:, partner(j)], since
-// J[partner(j), j] = -J[j, partner(j)].
+Rotation SchurRotation(const Round& round, const Value& d, Value a_pq) {
+  Value lower = BroadcastTo(round.lower, d.shape());
+  a_pq = Select(lower, a_pq, TakePartners(a_pq, round.partner));
+  if (!ir::IsComplex(a_pq.dtype())) return RealSchurRotation(round, lower, d, a_pq);
+  Value magnitude = Abs(a_pq);
+  Rotation rotation = RealSchurRotation(round, lower, d, magnitude);
+  // e^{i phi} = a_pq / |a_pq| (1 where a_pq = 0): J[p, q] = s e^{i phi}, J[q, p] = -s e^{-i phi}.
+  Value zero = Compare(magnitude, ConstantLike(0, magnitude), "EQ");
+  Value divisor = Select(zero, ConstantLike(1, magnitude), magnitude);
+  Value phase = Select(zero, ConstantLike(1, a_pq), Div(a_pq, Convert(divisor, a_pq.dtype())));
+  rotation.off = Mul(Convert(rotation.off, a_pq.dtype()), Select(lower, phase, Conjugate(phase)));
+  return rotation;
+}
+
+// x J for x (*, r, n): column j becomes cosine[j] x[:, j] - conj(off[j]) x[:, partner(j)], since
+// J[partner(j), j] = -conj(J[j, partner(j)]).
 Value RotateColumns(const Value& x, const Round& round, const Rotation& rotation) {
   const Shape row = WithMatrix(BatchOf(x.shape()), 1, Columns(x));
-  Value cosine = BroadcastTo(Reshape(rotation.cosine, row), x.shape());
-  Value off = BroadcastTo(Reshape(rotation.off, row), x.shape());
+  Value cosine = BroadcastTo(Reshape(Convert(rotation.cosine, x.dtype()), row), x.shape());
+  Value off = BroadcastTo(Reshape(Conjugate(rotation.off), row), x.shape());
   return Sub(Mul(x, cosine), Mul(TakePartners(x, round.partner), off));
 }
 
@@ -177,25 +209,23 @@ constexpr int64_t kMaxSweeps = 40;
 
 // ---- eigh ----
 
-Value Symmetrize(const Value& a) { return Mul(Add(a, MatrixTranspose(a)), ConstantLike(0.5, a)); }
-
 // True for the matrices whose off-diagonal Frobenius norm is above eps times their norm.
 Value EighUnconverged(const Value& a) {
-  Value squares = Mul(a, a);
-  Value off = Select(DiagonalMask(a.shape()), ConstantLike(0, a), squares);
+  Value squares = SquaredMagnitude(a);
+  Value off = Select(DiagonalMask(a.shape()), ConstantLike(0, squares), squares);
   const std::vector<int64_t> matrix{a.rank() - 2, a.rank() - 1};
-  Value off_sum = Reduce(off, matrix, "stablehlo.add", Constant(0, a.dtype()));
-  Value total = Reduce(squares, matrix, "stablehlo.add", Constant(0, a.dtype()));
+  Value off_sum = Reduce(off, matrix, "stablehlo.add", Constant(0, squares.dtype()));
+  Value total = Reduce(squares, matrix, "stablehlo.add", Constant(0, squares.dtype()));
   const double eps = Epsilon(a.dtype());
   return Compare(off_sum, Mul(total, ConstantLike(eps * eps, total)), "GT");
 }
 
 struct Eigen {
-  Value values;   // (*, n), ascending
+  Value values;   // (*, n), ascending, real
   Value vectors;  // (*, n, n), columns
 };
 
-// One round on a symmetric a with eigenvectors v: a <- J^T a J, v <- v J.
+// One round on a Hermitian a with eigenvectors v: a <- J^H a J, v <- v J.
 std::vector<Value> EighRound(const Value& a, const Value& v, const Value& round_index) {
   const int64_t n = Columns(a);
   Round round = RoundPairs(n, round_index);
@@ -204,25 +234,27 @@ std::vector<Value> EighRound(const Value& a, const Value& v, const Value& round_
   Value partner = BroadcastInDim(round.partner, a.shape(), {a.rank() - 2});
   Value pairs = And(Compare(column, partner, "EQ"), Compare(column, row, "NE"));
   Value zero = ConstantLike(0, a);
-  Value d = Diagonal(a);
+  Value d = Real(Diagonal(a));
   Rotation rotation = SchurRotation(round, d, SumLast(Select(pairs, a, zero)));
   Value rotated = RotateColumns(a, round, rotation);
-  rotated = MatrixTranspose(RotateColumns(MatrixTranspose(rotated), round, rotation));
+  rotated = Adjoint(RotateColumns(Adjoint(rotated), round, rotation));
   // The rotated pairs are zero in exact arithmetic; their rounding would only slow convergence.
   // The diagonal takes Rutishauser's update a_pp - t a_pq, whose rounding is relative to the
   // (shrinking) correction rather than to a_pp and a_qq, as the two-sided product's is.
   const Shape column_shape = WithMatrix(BatchOf(a.shape()), Columns(a), 1);
-  Value diagonal = BroadcastTo(Reshape(Add(d, rotation.shift), column_shape), a.shape());
+  Value diagonal =
+      BroadcastTo(Reshape(Convert(Add(d, rotation.shift), a.dtype()), column_shape), a.shape());
   rotated = Select(DiagonalMask(a.shape()), diagonal, Select(pairs, zero, rotated));
-  rotated = Symmetrize(rotated);
+  rotated = Hermitize(rotated);
   return {rotated, RotateColumns(v, round, rotation)};
 }
 
-// Jacobi on a symmetric a (*, n, n), n >= 1.
+// Jacobi on a Hermitian a (*, n, n), n >= 1.
 Eigen JacobiEigh(const Value& a) {
   const int64_t n = Columns(a), rounds = RoundsPerSweep(n);
   Value scale = ScaleOf(a);
-  std::vector<Value> initial{S32(0), Div(a, scale), Identity(a.dtype(), a.shape())};
+  std::vector<Value> initial{S32(0), Hermitize(Div(a, Convert(scale, a.dtype()))),
+                             Identity(a.dtype(), a.shape())};
   auto condition = [&](const std::vector<Value>& v) {
     return And(Compare(v[0], S32(kMaxSweeps * rounds), "LT"), AnyOf(EighUnconverged(v[1])));
   };
@@ -232,26 +264,31 @@ Eigen JacobiEigh(const Value& a) {
     return std::vector<Value>{Add(v[0], S32(1)), next[0], next[1]};
   };
   std::vector<Value> result = While(initial, condition, body);
-  Sorted sorted = SortAlong(Diagonal(result[1]), a.rank() - 2, false);
+  Sorted sorted = SortAlong(Real(Diagonal(result[1])), a.rank() - 2, false);
   Value finite = AllFinite(a);
   return {
       NanUnlessFinite(Mul(sorted.values, Reshape(scale, WithLast(BatchOf(a.shape()), 1))), finite),
       NanUnlessFinite(PermuteColumns(result[2], sorted.indices), finite)};
 }
 
-// _linalg_eigh(A, UPLO, compute_v) -> (eigenvalues, eigenvectors): A is symmetric, read from its
-// lower (UPLO 'L') or upper triangle; without compute_v the eigenvectors output is empty.
+// LAPACK's kernels: float, double and the complex types (complex64 here).
+void CheckLapackKernel(const std::string& kernel, DType dtype) {
+  if (!ir::IsComplex(dtype)) CheckFloatOrDoubleKernel(kernel, dtype);
+}
+
+Value ZerosOf(const TensorType& type) { return Constant(0, type.dtype, type.shape); }
+
+// _linalg_eigh(A, UPLO, compute_v) -> (eigenvalues, eigenvectors): A is Hermitian, read from its
+// lower (UPLO 'L') or upper triangle, its diagonal's imaginary part ignored (as LAPACK's);
+// without compute_v the eigenvectors output is empty.
 std::vector<Value> EighLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("linalg_eigh_cpu", a.dtype());
+  CheckLapackKernel("linalg_eigh_cpu", a.dtype());
   const bool lower = !ctx.has(1) || ctx.string_arg(1) == "L";
   const bool compute_v = ctx.bool_arg(2, true);
-  if (Columns(a) == 0) {
-    return {Constant(0, a.dtype(), ctx.output(0).shape),
-            Constant(0, a.dtype(), ctx.output(1).shape)};
-  }
-  Eigen eigen = JacobiEigh(Select(TriangleMask(a.shape(), lower), a, MatrixTranspose(a)));
-  Value vectors = compute_v ? eigen.vectors : Constant(0, a.dtype(), ctx.output(1).shape);
+  if (Columns(a) == 0) return {ZerosOf(ctx.output(0)), ZerosOf(ctx.output(1))};
+  Eigen eigen = JacobiEigh(Select(TriangleMask(a.shape(), lower), a, Adjoint(a)));
+  Value vectors = compute_v ? eigen.vectors : ZerosOf(ctx.output(1));
   return {eigen.values, vectors};
 }
 
@@ -263,15 +300,16 @@ std::vector<Value> EighLowering(LoweringContext& ctx) {
 std::vector<Value> SvdRound(const Value& w, const Value& v, const Value& round_index) {
   const int64_t rows_dim = w.rank() - 2;
   Round round = RoundPairs(Columns(w), round_index);
-  Value zero = Constant(0, w.dtype());
-  Value d = Reduce(Mul(w, w), {rows_dim}, "stablehlo.add", zero);  // squared column norms
-  Value products =
-      Reduce(Mul(w, TakePartners(w, round.partner)), {rows_dim}, "stablehlo.add", zero);
-  Value a_pq = Select(BroadcastTo(round.paired, d.shape()), products, ConstantLike(0, d));
+  Value d = Reduce(SquaredMagnitude(w), {rows_dim}, "stablehlo.add",
+                   Constant(0, Real(w).dtype()));  // squared column norms
+  // Each column's w_i^H w_partner(i): a_pq of the Gram matrix W^H W.
+  Value products = Reduce(Mul(Conjugate(w), TakePartners(w, round.partner)), {rows_dim},
+                          "stablehlo.add", Constant(0, w.dtype()));
+  Value a_pq = Select(BroadcastTo(round.paired, d.shape()), products, ConstantLike(0, products));
   const double tolerance = Epsilon(w.dtype()) * static_cast<double>(Rows(w));
   Value bound = Mul(Mul(d, TakePartners(d, round.partner)), ConstantLike(tolerance * tolerance, d));
-  Value significant = Reduce(Compare(Mul(a_pq, a_pq), bound, "GT"), {d.rank() - 1}, "stablehlo.or",
-                             ir::IntegerConstant(0, DType::kBool));
+  Value significant = Reduce(Compare(SquaredMagnitude(a_pq), bound, "GT"), {d.rank() - 1},
+                             "stablehlo.or", ir::IntegerConstant(0, DType::kBool));
   Rotation rotation = SchurRotation(round, d, a_pq);
   return {RotateColumns(w, round, rotation), RotateColumns(v, round, rotation), significant};
 }
@@ -288,11 +326,12 @@ Value CompleteOrthonormal(const Value& u) {
     const Value& x = v[1];
     const Shape column_shape = WithMatrix(batch, m, 1);
     Value column = DynamicSliceAt(x, last, j, 1);
-    Value empty = Compare(SumLast(Reshape(Mul(column, column), WithLast(batch, m))),
-                          Constant(0, x.dtype()), "EQ");  // (*)
-    Value row_norms = SumLast(Mul(x, x));                 // (*, m)
+    const DType real = Real(x).dtype();
+    Value empty = Compare(SumLast(Reshape(SquaredMagnitude(column), WithLast(batch, m))),
+                          Constant(0, real), "EQ");  // (*)
+    Value row_norms = SumLast(SquaredMagnitude(x));  // (*, m)
     Value smallest = Reduce(row_norms, {rows_dim}, "stablehlo.minimum",
-                            Constant(std::numeric_limits<double>::infinity(), x.dtype()));
+                            Constant(std::numeric_limits<double>::infinity(), real));
     Value rows = Iota(TensorType{DType::kS32, row_norms.shape()}, rows_dim);
     Value at_smallest = Compare(
         row_norms, BroadcastTo(Reshape(smallest, WithLast(batch, 1)), row_norms.shape()), "EQ");
@@ -303,11 +342,11 @@ Value CompleteOrthonormal(const Value& u) {
                 x.dtype());
     Value candidate = Reshape(basis, column_shape);
     for (int pass = 0; pass < 2; ++pass) {
-      candidate = Sub(candidate, MatMul(x, MatMul(MatrixTranspose(x), candidate)));
+      candidate = Sub(candidate, MatMul(x, MatMul(Adjoint(x), candidate)));
     }
-    Value norm = Sqrt(Reduce(Mul(candidate, candidate), {rows_dim, last}, "stablehlo.add",
-                             Constant(0, x.dtype())));
-    candidate = Div(candidate, PerMatrix(norm));
+    Value norm = Sqrt(
+        Reduce(SquaredMagnitude(candidate), {rows_dim, last}, "stablehlo.add", Constant(0, real)));
+    candidate = Div(candidate, Convert(PerMatrix(norm), x.dtype()));
     Value columns = ColumnIndex(x.shape());
     Value target = And(Compare(columns, j, "EQ"), BroadcastTo(PerMatrix(empty), x.shape()));
     return std::vector<Value>{Add(j, S32(1)), Select(target, BroadcastTo(candidate, x.shape()), x)};
@@ -318,7 +357,7 @@ Value CompleteOrthonormal(const Value& u) {
 
 struct Svd {
   Value u;  // (*, m, m) or (*, m, n); u and v are unset without compute_uv
-  Value s;  // (*, n), descending
+  Value s;  // (*, n), descending, real
   Value v;  // (*, n, n), columns (not transposed)
 };
 
@@ -331,8 +370,9 @@ Svd TallSvd(const Value& a, bool full_matrices, bool compute_uv) {
   Value scale = ScaleOf(a);
   // Carries (round, W, V, a significant rotation this sweep (*), converged).
   Value no = ir::IntegerConstant(0, DType::kBool);
-  std::vector<Value> initial{S32(0), Div(a, scale), Identity(a.dtype(), WithMatrix(batch, n, n)),
-                             BroadcastTo(no, batch), no};
+  std::vector<Value> initial{S32(0), Div(a, Convert(scale, a.dtype())),
+                             Identity(a.dtype(), WithMatrix(batch, n, n)), BroadcastTo(no, batch),
+                             no};
   auto condition = [&](const std::vector<Value>& v) {
     return And(Compare(v[0], S32(kMaxSweeps * rounds), "LT"), Not(v[4]));
   };
@@ -349,7 +389,8 @@ Svd TallSvd(const Value& a, bool full_matrices, bool compute_uv) {
   };
   std::vector<Value> result = While(initial, condition, body);
   Value w = result[1];
-  Value norms = Sqrt(Reduce(Mul(w, w), {w.rank() - 2}, "stablehlo.add", Constant(0, w.dtype())));
+  Value norms = Sqrt(
+      Reduce(SquaredMagnitude(w), {w.rank() - 2}, "stablehlo.add", Constant(0, Real(w).dtype())));
   Sorted sorted = SortAlong(norms, norms.rank() - 1, true);
   Value finite = AllFinite(a);
   Value s = NanUnlessFinite(Mul(sorted.values, Reshape(scale, WithLast(batch, 1))), finite);
@@ -361,8 +402,8 @@ Svd TallSvd(const Value& a, bool full_matrices, bool compute_uv) {
   const double tiny = a.dtype() == DType::kF64 ? std::numeric_limits<double>::min()
                                                : std::numeric_limits<float>::min();
   Value usable = Compare(Mul(norm_rows, norm_rows), ConstantLike(tiny, norm_rows), "GE");
-  Value u = Select(BroadcastTo(usable, w.shape()), Div(w, BroadcastTo(norm_rows, w.shape())),
-                   ConstantLike(0, w));
+  Value divisor = BroadcastTo(Convert(norm_rows, w.dtype()), w.shape());
+  Value u = Select(BroadcastTo(usable, w.shape()), Div(w, divisor), ConstantLike(0, w));
   if (full_matrices && m > n) {
     std::vector<int64_t> low(u.rank(), 0), high(u.rank(), 0), interior(u.rank(), 0);
     high[u.rank() - 1] = m - n;
@@ -372,10 +413,10 @@ Svd TallSvd(const Value& a, bool full_matrices, bool compute_uv) {
 }
 
 // _linalg_svd(A, full_matrices, compute_uv, driver) -> (U, S, Vh). A wide A is factored as its
-// transpose: A^T = U' S V'^T gives U = V', Vh = U'^T.
+// adjoint: A^H = U' S V'^H gives U = V', Vh = U'^H.
 std::vector<Value> SvdLowering(LoweringContext& ctx) {
   Value a = ctx.tensor(0);
-  CheckFloatOrDoubleKernel("linalg_svd_cpu", a.dtype());
+  CheckLapackKernel("linalg_svd_cpu", a.dtype());
   const bool full_matrices = ctx.bool_arg(1, true), compute_uv = ctx.bool_arg(2, true);
   const int64_t m = Rows(a), n = Columns(a);
   const DType t = a.dtype();
@@ -384,15 +425,13 @@ std::vector<Value> SvdLowering(LoweringContext& ctx) {
       const Shape& shape = ctx.output(i).shape;
       return ir::NumElements(shape) == 0 ? Constant(0, t, shape) : Identity(t, shape);
     };
-    return {empty_or_identity(0), Constant(0, t, ctx.output(1).shape), empty_or_identity(2)};
+    return {empty_or_identity(0), ZerosOf(ctx.output(1)), empty_or_identity(2)};
   }
   const bool wide = m < n;
-  Svd svd = TallSvd(wide ? MatrixTranspose(a) : a, full_matrices, compute_uv);
-  if (!compute_uv) {
-    return {Constant(0, t, ctx.output(0).shape), svd.s, Constant(0, t, ctx.output(2).shape)};
-  }
-  if (wide) return {svd.v, svd.s, MatrixTranspose(svd.u)};
-  return {svd.u, svd.s, MatrixTranspose(svd.v)};
+  Svd svd = TallSvd(wide ? Adjoint(a) : a, full_matrices, compute_uv);
+  if (!compute_uv) return {ZerosOf(ctx.output(0)), svd.s, ZerosOf(ctx.output(2))};
+  if (wide) return {svd.v, svd.s, Adjoint(svd.u)};
+  return {svd.u, svd.s, Adjoint(svd.v)};
 }
 
 // ---- matrix exponential ----
@@ -472,4 +511,15 @@ LoweringRegistrar registrar({
 });
 
 }  // namespace
+
+ThinSvd ThinSingularValueDecomposition(const Value& a) {
+  if (Rows(a) >= Columns(a)) {
+    Svd svd = TallSvd(a, false, true);
+    return {svd.u, svd.s, svd.v};
+  }
+  // a^H = u' s v'^H gives a = v' s u'^H.
+  Svd svd = TallSvd(Adjoint(a), false, true);
+  return {svd.v, svd.s, svd.u};
+}
+
 }  // namespace torch_tpu::ops
