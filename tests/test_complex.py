@@ -84,6 +84,7 @@ def test_arithmetic_broadcasts(fn):
         torch.reciprocal,
         torch.cosh,
         torch.sinh,
+        torch.nn.functional.silu,
     ],
     ids=lambda f: f.__name__,
 )
@@ -370,6 +371,20 @@ def test_logaddexp():
     assert_close(torch.logaddexp(x.to(TPU), y.to(TPU)), torch.logaddexp(x, y))
 
 
+def test_logcumsumexp_runs_in_the_cpus_order():
+    # Sequential like the CPU's loop: the imaginary parts (not reduced to the principal branch)
+    # follow the same combination order.
+    z = make((4, 6, 3), C64, low=-4, high=4)
+    for dim in (0, 1, -1):
+        assert_close(torch.logcumsumexp(z.to(TPU), dim), torch.logcumsumexp(z, dim), rtol=2e-6, atol=2e-5)
+    assert_close(torch.logcumsumexp(noncontiguous(z[0].to(TPU)), 0), torch.logcumsumexp(noncontiguous(z[0]), 0))
+    scalar = torch.tensor(1 + 2j, dtype=C64)
+    assert_close(torch.logcumsumexp(scalar.to(TPU), 0), torch.logcumsumexp(scalar, 0))
+    inf = float("inf")
+    edges = torch.tensor([complex(-inf, 0), 1 + 1j, complex(-inf, 2), complex(inf, 0.5), 2 - 1j], dtype=C64)
+    assert_close(torch.logcumsumexp(edges.to(TPU), 0), torch.logcumsumexp(edges, 0))
+
+
 def test_lerp_and_accumulating_index_put():
     a, b, w = make((4, 5), C64), make((4, 5), C64), make((4, 5), C64, low=-1, high=1)
     ta, tb = a.to(TPU), b.to(TPU)
@@ -387,7 +402,9 @@ def test_lerp_and_accumulating_index_put():
 
 def test_ops_without_complex_support_raise():
     t = make((3, 3), C64).to(TPU)
-    with pytest.raises(NotImplementedError, match=r"aten::logcumsumexp.*ComplexFloat.*complex64 is not supported"):
-        torch.logcumsumexp(t, 0)
+    with pytest.raises(
+        NotImplementedError, match=r"aten::linalg_ldl_factor_ex.*ComplexFloat.*complex64 is not supported"
+    ):
+        torch.linalg.ldl_factor(t)
     with pytest.raises(NotImplementedError, match="ComplexDouble"):
         torch.zeros(2, dtype=torch.complex128, device=TPU) + 1

@@ -17,19 +17,19 @@ bool AcceptsComplex(const std::string& name) {
   // clang-format off
   static const std::unordered_set<std::string> kChecked = {
       "_cholesky_solve_helper", "_conj_physical", "_fft_c2c", "_fft_c2r", "_fft_r2c",
-      "_index_put_impl", "_linalg_det", "_linalg_eigvals", "_linalg_slogdet", "_linalg_solve_ex", "abs", "acos",
+      "_index_put_impl", "_linalg_det", "_linalg_eigh", "_linalg_eigvals", "_linalg_slogdet", "_linalg_solve_ex", "_linalg_svd", "abs", "acos",
       "acosh", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "all", "angle", "any",
       "asin", "asinh", "atan", "atanh", "baddbmm", "bmm", "cat", "channel_shuffle",
       "cholesky_inverse", "complex", "conj_physical", "cos", "cosh", "count_nonzero", "cumprod",
       "cumsum", "div", "dot", "eq", "exp", "exp2", "expm1", "eye", "fill", "flip", "gather",
-      "im2col", "index", "index_add", "index_copy", "index_fill", "index_select", "isnan", "lerp",
-      "linalg_cholesky_ex", "linalg_cross", "linalg_eig", "linalg_inv_ex", "linalg_lu", "linalg_lu_factor_ex",
-      "linalg_lu_solve", "linalg_matrix_exp", "linalg_solve_triangular", "linalg_vector_norm",
-      "linspace", "log", "log10", "log1p", "log2", "logaddexp", "logical_and", "logical_not",
+      "geqrf", "im2col", "index", "index_add", "index_copy", "index_fill", "index_select", "isnan", "lerp",
+      "linalg_cholesky_ex", "linalg_cross", "linalg_eig", "linalg_householder_product", "linalg_inv_ex", "linalg_lu", "linalg_lu_factor_ex",
+      "linalg_lu_solve", "linalg_matrix_exp", "linalg_qr", "linalg_solve_triangular", "linalg_vector_norm",
+      "linspace", "log", "log10", "log1p", "log2", "logaddexp", "logcumsumexp", "logical_and", "logical_not",
       "logical_or", "logical_xor", "logspace", "lu_unpack", "masked_fill", "masked_scatter", "mean",
-      "mm", "mul", "ne", "neg", "nonzero_static", "norm", "polar", "pow", "prod", "put",
+      "mm", "mul", "ne", "neg", "nonzero_static", "norm", "ormqr", "polar", "pow", "prod", "put",
       "reciprocal", "reflection_pad1d", "renorm", "replication_pad1d", "replication_pad2d", "roll",
-      "rsqrt", "rsub", "scatter", "scatter_add", "sgn", "sigmoid", "sin", "sinc", "sinh", "sqrt",
+      "rsqrt", "rsub", "scatter", "scatter_add", "sgn", "sigmoid", "silu", "sin", "sinc", "sinh", "sqrt",
       "std", "std_mean", "sub", "sum", "take", "tan", "tanh", "trace", "triangular_solve", "tril",
       "triu", "unfold_backward", "var", "var_mean", "vdot", "where", "zero"};
   // clang-format on

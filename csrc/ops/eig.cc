@@ -33,13 +33,6 @@ Value C64(double value, const Shape& shape = {}) { return Constant(value, DType:
 // |z| as a complex value, to scale complex ones.
 Value AbsComplex(const Value& z) { return Convert(Abs(z), DType::kC64); }
 
-// x with `update` written at `start` along `dim` (zero elsewhere).
-Value UpdateSliceAt(const Value& x, const Value& update, int64_t dim, const Value& start) {
-  std::vector<Value> operands{x, update};
-  for (int64_t d = 0; d < x.rank(); ++d) operands.push_back(d == dim ? start : S32(0));
-  return ir::MakeOp("stablehlo.dynamic_update_slice", operands, x.type());
-}
-
 // Batch-wide (*) s32 or complex per-matrix values as (*, 1, 1), to act on whole matrices.
 Value Broadcast(const Value& per_matrix, const Shape& shape) {
   return BroadcastTo(PerMatrix(per_matrix), shape);
@@ -173,7 +166,7 @@ std::vector<Value> QrSweep(const Value& h, const Value& z, const Value& lo, cons
     auto record = [&](const Value& entry, const Value& array) {
       return Select(at, BroadcastTo(Reshape(entry, WithLast(batch, 1)), array.shape()), array);
     };
-    return std::vector<Value>{UpdateSliceAt(m, rotated, rows_dim, k),
+    return std::vector<Value>{DynamicUpdateSliceAt(m, rotated, rows_dim, k),
                               record(g[0], cs),
                               record(g[1], ss),
                               first,
@@ -189,7 +182,7 @@ std::vector<Value> QrSweep(const Value& h, const Value& z, const Value& lo, cons
     Value rotated = Concatenate(
         {Add(Mul(c, first), Mul(Conjugate(s), second)), Sub(Mul(c, second), Mul(s, first))},
         columns_dim);
-    return UpdateSliceAt(x, rotated, columns_dim, k);
+    return DynamicUpdateSliceAt(x, rotated, columns_dim, k);
   };
   auto right = [&](const Value& k, const std::vector<Value>& v) {
     Value c = PerMatrix(Reshape(DynamicSliceAt(v[2], v[2].rank() - 1, k, 1), batch));
@@ -313,7 +306,8 @@ Value TriangularEigenvectors(const Value& t) {
     divisor = Select(tiny, Convert(BroadcastTo(floor, t_row.shape()), DType::kC64), divisor);
     Value unit = Select(Compare(column, i, "EQ"), ConstantLike(1, t_row), ConstantLike(0, t_row));
     Value x_row = Select(after, Neg(Div(sums, divisor)), unit);
-    return std::vector<Value>{UpdateSliceAt(x, x_row, rows_dim, i), upper, eigenvalues, floor};
+    return std::vector<Value>{DynamicUpdateSliceAt(x, x_row, rows_dim, i), upper, eigenvalues,
+                              floor};
   };
   Value identity = Identity(DType::kC64, t.shape());
   return n < 2 ? identity : ForLoop(n - 1, {identity, t, diagonal, smallest}, body)[0];

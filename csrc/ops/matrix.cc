@@ -79,6 +79,12 @@ Value DynamicSliceAt(const Value& x, int64_t dim, const Value& start, int64_t si
                     "slice_sizes = " + ir::I64Array(sizes));
 }
 
+Value DynamicUpdateSliceAt(const Value& x, const Value& update, int64_t dim, const Value& start) {
+  std::vector<Value> operands{x, update};
+  for (int64_t d = 0; d < x.rank(); ++d) operands.push_back(d == dim ? start : S32(0));
+  return ir::MakeOp("stablehlo.dynamic_update_slice", operands, x.type());
+}
+
 Value TriangularSolve(Value a, Value b, bool left, bool lower, bool unit_diagonal, bool transpose_a,
                       bool conjugate_a) {
   const Shape batch = BroadcastShapes(BatchOf(a.shape()), BatchOf(b.shape()));

@@ -52,6 +52,8 @@ Value PerMatrix(const Value& x);
 Value AnyOf(const Value& flags);
 // x[..., start:start+size, ...] along `dim`, at a 0-d s32 `start` (a loop index).
 Value DynamicSliceAt(const Value& x, int64_t dim, const Value& start, int64_t size);
+// x with `update` written over x[..., start:start+size, ...] along `dim` (the other dims whole).
+Value DynamicUpdateSliceAt(const Value& x, const Value& update, int64_t dim, const Value& start);
 // op(a) x = b (left) or x op(a) = b (right) for a lower/upper triangular `a` (its other triangle
 // ignored), batch dims broadcast; `transpose_a` makes op(a) = a^T, or a^H with `conjugate_a`.
 Value TriangularSolve(Value a, Value b, bool left, bool lower, bool unit_diagonal, bool transpose_a,

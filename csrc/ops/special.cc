@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/builder.h"
+#include "ops/matrix.h"
 #include "ops/type_names.h"
 
 namespace torch_tpu::ops {
@@ -318,11 +319,29 @@ std::vector<Value> LogAddExpLowering(LoweringContext& ctx) {
   return Result(ctx, LogAddExp(a, b, ctx.name == "logaddexp2"));
 }
 
+// Complex logcumsumexp as the CPU's loop, one position at a time: acc = logaddexp(acc, x[i]) from
+// -inf. A tree scan would combine in another order, and its principal-branch imaginary parts can
+// then differ from the CPU's by 2 pi.
+Value SequentialComplexLogCumSumExp(const Value& x, int64_t dim) {
+  Shape slice = x.shape();
+  slice[dim] = 1;
+  Value start = Constant(-INFINITY, DType::kC64, slice);
+  auto step = [&](const Value& i, const std::vector<Value>& v) {
+    // Regions see only carried values: the input rides along.
+    Value acc = ComplexLogAddExp(v[1], DynamicSliceAt(v[2], dim, i, 1));
+    return std::vector<Value>{DynamicUpdateSliceAt(v[0], acc, dim, i), acc, v[2]};
+  };
+  return ForLoop(x.shape()[dim], {x, start, x}, step)[0];
+}
+
 // logcumsumexp(self, dim): the running logaddexp (associative), floating only; f16/bf16 in f32.
-// Positions before the start read -inf, logaddexp's identity. (Not complex: this tree scan's
-// principal-branch imaginary parts can differ by 2 pi from the CPU's sequential ones.)
+// Positions before the start read -inf, logaddexp's identity.
 std::vector<Value> LogCumSumExpLowering(LoweringContext& ctx) {
   const Value x = ctx.tensor(0);
+  if (ir::IsComplex(x.dtype())) {
+    if (x.rank() == 0) return Result(ctx, x);
+    return Result(ctx, SequentialComplexLogCumSumExp(x, NormalizeDim(ctx.int_arg(1), x.rank())));
+  }
   CheckFloatingKernel("logcumsumexp_out_cpu", x.dtype());  // the CPU's message
   const Value input = Convert(x, OpMathType(x.dtype()));
   if (input.rank() == 0) return Result(ctx, input);
