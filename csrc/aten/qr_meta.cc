@@ -93,7 +93,11 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> LstsqOutMeta(
     at::Tensor& rank, at::Tensor& singular_values) {
   CheckLstsqArguments(input, other);
   const std::string name = LstsqDriver(driver);
-  TORCH_CHECK(input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble,
+  // The CPU's message; its LAPACK kernels are float, double and their complex types.
+  TORCH_CHECK(at::isFloatingType(input.scalar_type()) || at::isComplexType(input.scalar_type()),
+              "This function doesn't handle types other than float and double");
+  TORCH_CHECK(input.scalar_type() != at::kHalf && input.scalar_type() != at::kBFloat16 &&
+                  input.scalar_type() != at::kComplexHalf,
               "This function doesn't handle types other than float and double");
   const bool vector_case = input.dim() - other.dim() == 1;
   const int64_t m = input.size(-2), n = input.size(-1);
