@@ -12,15 +12,15 @@ from conftest import make, run_python
 
 from torch_tpu import _C
 
-# An op with no lowering (the general eigenproblem); if it gains one, pick another.
-UNSUPPORTED = "torch.linalg.eig(x.reshape(4, 4)).eigenvalues"
-UNSUPPORTED_OP = "aten::linalg_eig"
+# An op with no lowering (fake quantization); if it gains one, pick another.
+UNSUPPORTED = "torch.fake_quantize_per_tensor_affine(x, 0.1, 0, 0, 255)"
+UNSUPPORTED_OP = "aten::fake_quantize_per_tensor_affine_cachemask"
 
 
 def test_unsupported_op_names_the_op_and_the_fix():
     x = make((16,)).to("tpu")
     with pytest.raises(NotImplementedError) as info:
-        torch.linalg.eig(x.reshape(4, 4))
+        torch.fake_quantize_per_tensor_affine(x, 0.1, 0, 0, 255)
     message = str(info.value)
     assert f"'{UNSUPPORTED_OP}'" in message
     assert "dtypes: Float" in message
@@ -38,8 +38,9 @@ with warnings.catch_warnings(record=True) as caught:
     first = {UNSUPPORTED}
     second = {UNSUPPORTED}
 assert first.device.type == "tpu", first.device
-torch.testing.assert_close(first.cpu(), torch.linalg.eig(cpu.reshape(4, 4)).eigenvalues)
-torch.testing.assert_close(second.cpu(), torch.linalg.eig(cpu.reshape(4, 4)).eigenvalues)
+expected = torch.fake_quantize_per_tensor_affine(cpu, 0.1, 0, 0, 255)
+torch.testing.assert_close(first.cpu(), expected)
+torch.testing.assert_close(second.cpu(), expected)
 messages = [str(w.message) for w in caught if "{UNSUPPORTED_OP}" in str(w.message)]
 print(json.dumps(dict(warnings=messages, metrics=torch_tpu.metrics.snapshot())))
 """,
