@@ -411,21 +411,30 @@ def test_lstsq_rank_revealing_broadcast_a(driver):
     check_lstsq_driver(a, b, torch.float32, ("solution",), driver=driver)
 
 
-# Where tpu's outputs differ from the CPU's in shape, because the meta function
-# (csrc/aten/qr_meta.cc) sizes them otherwise: gelsd's and gelss's residuals, which the CPU fills
-# only when every matrix has full rank n < m (a shape read from the data: the kernel would have to
-# read the rank on the host), and the rank and singular values of an A broadcast against b, which
-# the CPU gives A's own batch.
-@pytest.mark.xfail(strict=True, reason="output shapes decided by csrc/aten/qr_meta.cc")
+# gelsd's and gelss's residuals exist only when every matrix has full rank n < m (linalg_lstsq
+# reads the rank on the host, as the CPU does); the rank and singular values of an A broadcast
+# against b keep A's own batch.
 @pytest.mark.parametrize(
     "driver, a_shape, b_shape, output",
     [
         ("gelsd", (6, 4), (6, 2), "residuals"),
         ("gelss", (2, 6, 4), (2, 6, 2), "residuals"),
+        ("gelsd", (6, 4), (6,), "residuals"),
         ("gelss", (1, 5, 3), (3, 5, 2), "rank"),
         ("gelsd", (1, 5, 3), (3, 5, 2), "singular_values"),
     ],
 )
-def test_lstsq_output_shapes_the_meta_function_decides(driver, a_shape, b_shape, output):
+def test_lstsq_output_shapes_follow_the_cpu(driver, a_shape, b_shape, output):
     a, b = well_conditioned(a_shape), make(b_shape)
     check_lstsq_driver(a, b, torch.float32, (output,), driver=driver)
+
+
+@pytest.mark.parametrize("driver", ["gelsd", "gelss"])
+def test_lstsq_residuals_vanish_when_any_matrix_is_rank_deficient(driver):
+    # One rank-deficient matrix in the batch empties the residuals of all, as on the CPU.
+    a = torch.cat([well_conditioned((1, 6, 4)), of_rank((1, 6, 4), 2, torch.float32)])
+    b = make((2, 6, 3))
+    actual = torch.linalg.lstsq(a.to(TPU), b.to(TPU), driver=driver)
+    expected = torch.linalg.lstsq(a, b, driver=driver)
+    assert actual.residuals.shape == expected.residuals.shape == (0,)
+    assert_close(actual.rank, expected.rank)

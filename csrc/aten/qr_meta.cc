@@ -85,8 +85,10 @@ std::string LstsqDriver(const std::optional<c10::string_view>& driver) {
 }
 
 // solution (*, n, nrhs) (or (*, n) for a vector `other`) is the top of LAPACK's column-major
-// (*, max(m, n), nrhs) buffer; residuals (*, nrhs) only from gels when m > n; rank (*) from the
-// rank-revealing drivers; singular values (*, min(m, n)) from gelsd and gelss.
+// (*, max(m, n), nrhs) buffer; residuals (*, nrhs) when m > n, except from gelsy (gelsd's and
+// gelss's only where every matrix has rank n, which linalg_lstsq checks after the fact:
+// csrc/aten/lstsq.cc); rank (A's batch) from the rank-revealing drivers; singular values
+// (A's batch, min(m, n)) from gelsd and gelss.
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> LstsqOutMeta(
     const at::Tensor& input, const at::Tensor& other, std::optional<double> /*rcond*/,
     std::optional<c10::string_view> driver, at::Tensor& solution, at::Tensor& residuals,
@@ -119,12 +121,13 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> LstsqOutMeta(
   for (int64_t size : buffer) storage *= size;
   at::native::resize_output(solution, {storage});
   solution.as_strided_(sizes, strides, 0);
-  std::vector<int64_t> residual_sizes = batch, singular_sizes = batch;
+  const std::vector<int64_t> input_batch(input.sizes().begin(), input.sizes().end() - 2);
+  std::vector<int64_t> residual_sizes = batch, singular_sizes = input_batch;
   residual_sizes.push_back(nrhs);
   singular_sizes.push_back(std::min(m, n));
-  const bool has_residuals = name == "gels" && m > n;
+  const bool has_residuals = name != "gelsy" && m > n;
   at::native::resize_output(residuals, has_residuals ? residual_sizes : std::vector<int64_t>{0});
-  at::native::resize_output(rank, name == "gels" ? std::vector<int64_t>{0} : batch);
+  at::native::resize_output(rank, name == "gels" ? std::vector<int64_t>{0} : input_batch);
   const bool has_singular = name == "gelsd" || name == "gelss";
   at::native::resize_output(singular_values,
                             has_singular ? singular_sizes : std::vector<int64_t>{0});
