@@ -173,9 +173,9 @@ def test_compiled_lm_training_step_matches_eager_with_few_programs():
             # Steps 1 and 2 compile: SGD's momentum buffers are created on the first, read after.
             if name == "compiled" and i > 1:
                 assert figures["compiles"] == 0
-                # clip_grad_norm_ and the optimizer step are separate graphs (PyTorch's optimizer
-                # breaks the graph around its step), plus the backward's seed.
-                assert figures["executions"] <= 5, figures
+                # Forward, backward, clip_grad_norm_ and the optimizer step (PyTorch's optimizer
+                # breaks the graph around its step); the backward's seed is an upload.
+                assert figures["executions"] <= 4, figures
         results[name] = (m, losses)
     torch.testing.assert_close(results["compiled"][1], results["eager"][1], rtol=1e-4, atol=1e-4)
     for p, p_eager in zip(results["compiled"][0].parameters(), results["eager"][0].parameters(), strict=True):

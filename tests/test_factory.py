@@ -186,6 +186,43 @@ def test_new_arange_values_do_not_recompile():
     assert after["cache_misses"] == before["cache_misses"]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64])
+def test_small_fills_are_uploads_and_others_programs(dtype):
+    # A small fill_ of a whole storage is an upload (autograd's seed, small constants); a large
+    # one, one of part of a storage, and one recorded in fused mode are programs.
+    import torch_tpu
+
+    def counts(fn):
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics.snapshot()
+        result = fn()
+        torch.tpu.synchronize()
+        after = torch_tpu.metrics.snapshot()
+        return result, {k: after[k] - before[k] for k in ("executions", "transfers_to_device")}
+
+    value = True if dtype == torch.bool else (2 + 1j if dtype.is_complex else 3)
+    small, figures = counts(lambda: torch.full((4, 5), value, dtype=dtype, device=TPU))
+    assert figures == {"executions": 0, "transfers_to_device": 1}
+    assert_close(small, torch.full((4, 5), value, dtype=dtype))
+    large, figures = counts(lambda: torch.full((128, 128), value, dtype=dtype, device=TPU))
+    assert figures["executions"] == 1
+    assert_close(large, torch.full((128, 128), value, dtype=dtype))
+    base = make((4, 5), dtype)
+    part = base.to(TPU)
+    _, figures = counts(lambda: part[1:3].fill_(value))
+    assert figures["executions"] == 1
+    assert_close(part, base.index_fill(0, torch.tensor([1, 2]), value))
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        fused, figures = counts(lambda: torch.full((4, 5), value, dtype=dtype, device=TPU).cpu())
+    assert figures["executions"] == 1
+    assert torch.equal(fused, torch.full((4, 5), value, dtype=dtype))
+
+
+def test_small_fill_raises_the_cpus_overflow_error():
+    with pytest.raises(RuntimeError, match="value cannot be converted to type uint8_t without overflow"):
+        torch.empty(3, dtype=torch.uint8, device=TPU).fill_(300)
+
+
 # ---- linspace / logspace ----
 
 LINSPACE_ARGS = [

@@ -10,6 +10,7 @@
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/full.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -418,6 +419,28 @@ bool WriteTargetsMatch(const c10::FunctionSchema& schema, const c10::Stack& args
   return true;
 }
 
+// fill_ of a small tensor that is its whole storage, outside fused and compiled recording, is an
+// upload of its values rather than a program: a program would take the scalar as an upload too,
+// and its launch is what this saves (autograd's backward seed, small constants).
+constexpr int64_t kUploadedFillBytes = 4096;
+
+bool UploadSmallFill(const c10::FunctionSchema& schema, c10::Stack& stack, size_t begin) {
+  if (schema.overload_name() != "Scalar" || exec::Deferring()) return false;
+  const at::Tensor self = stack[begin].toTensor();
+  const int64_t bytes = static_cast<int64_t>(self.nbytes());
+  if (self.numel() == 0 || bytes > kUploadedFillBytes || !self.is_contiguous() ||
+      self.storage_offset() != 0 || static_cast<int64_t>(self.storage().nbytes()) != bytes ||
+      !IsSupportedDType(self.scalar_type())) {
+    return false;
+  }
+  // The CPU's fill_ of the same dtype makes the values and raises the CPU's errors (overflow).
+  CopyHostToTpu(self, at::full(self.sizes(), stack[begin + 1].toScalar(),
+                               at::TensorOptions().dtype(self.scalar_type())));
+  stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(begin), stack.end());
+  stack.push_back(self);
+  return true;
+}
+
 void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
@@ -444,6 +467,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   }
   MoveCpuIndicesToDevice(schema, *stack, begin);
   if (lowering_name == "index") ExpandBooleanIndices(*stack, begin);
+  if (lowering_name == "fill" && UploadSmallFill(schema, *stack, begin)) return;
   const c10::Device device = OpDevice(*stack, begin);
   const c10::Stack args(stack->begin() + begin, stack->end());
 
