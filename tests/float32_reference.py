@@ -46,6 +46,8 @@ NATIVE_OPS = {
     "equal",
     "floor_divide",  # pointwise, though not tagged so
     "histc",  # its bin edges are computed in the input's dtype
+    "fractional_max_pool2d",  # its windows' starts are computed in the input's dtype
+    "fractional_max_pool3d",
 }
 # Composites whose CPU path reaches machine-specific kernels without the dispatcher (through
 # DispatchStubs), so the mode cannot intercept their parts: oneDNN's bf16 convolutions.
