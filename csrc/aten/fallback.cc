@@ -419,6 +419,16 @@ bool WriteTargetsMatch(const c10::FunctionSchema& schema, const c10::Stack& args
   return true;
 }
 
+// An op's identity for fused mode's loop detection: its lowering and its outputs' dtypes, not
+// their dims (a loop body whose sizes change is still the same body).
+uint64_t StructuralHash(const std::string& lowering_name, const ops::LoweringContext& ctx) {
+  uint64_t hash = std::hash<std::string>()(lowering_name);
+  for (const auto& output : ctx.outputs) {
+    hash = hash * 31 + static_cast<uint64_t>(output.dtype) + 1;
+  }
+  return hash;
+}
+
 // fill_ of a small tensor that is its whole storage, outside fused and compiled recording, is an
 // upload of its values rather than a program: a program would take the scalar as an upload too,
 // and its launch is what this saves (autograd's backward seed, small constants).
@@ -613,6 +623,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
         WriteTensor(target, WithLazyBits(target, value));
         written.push_back(StorageOf(target));
       }
+      exec::NoteRecordedOp(StructuralHash(lowering_name, ctx));
       FinishWrites(written);
       return 0;
     });

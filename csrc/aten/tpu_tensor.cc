@@ -307,6 +307,7 @@ void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
         if (storage->pending()) exec::RegisterPending(storage);
       }
       if (exec::PendingOverSizeBound()) exec::MaterializeAllPending("size limit");
+      if (exec::PendingAtLoopBoundary()) exec::MaterializeAllPending("loop boundary");
       return;
     }
     exec::Materialize(storages, "op");

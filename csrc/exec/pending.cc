@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "exec/context.h"
@@ -14,12 +15,40 @@ namespace torch_tpu::exec {
 
 namespace {
 
+// Loop boundaries in fused mode: the ops recorded since the last cut as a polynomial hash of each
+// op's structural hash (the op and its dtypes, not its dims), so any two runs of ops compare in
+// O(1). A repeat is proposed by the distance back to the last occurrence of the latest few ops,
+// raised to a multiple of at least the shortest body, and confirmed when the last two runs of
+// that length are equal. The cut then comes at once (the ops before the loop go with it), and
+// after each further run with the body's hash.
+struct LoopDetector {
+  static constexpr uint64_t kBase = 0x100000001b3ULL;
+  static constexpr size_t kGram = 8;              // ops that propose a repeat together
+  std::vector<uint64_t> prefix{0};                // prefix[i]: the hash of the first i ops
+  std::vector<uint64_t> power{1};                 // kBase^i
+  std::unordered_map<uint64_t, size_t> gram_end;  // each kGram-op run's latest end
+  size_t checked = 0;                             // the op count at the last boundary check
+  size_t period = 0;  // a loop body's length in ops, 0 while none is known
+  uint64_t body = 0;  // its hash
+
+  // The hash of ops [begin, end).
+  uint64_t Segment(size_t begin, size_t end) const {
+    return prefix[end] - prefix[begin] * power[end - begin];
+  }
+  void Restart() {
+    prefix.resize(1);
+    gram_end.clear();
+    checked = 0;
+  }
+};
+
 struct PendingSet {
   std::mutex mutex;
   uint64_t next_sequence = 1;
   std::map<uint64_t, DeviceStorage*> storages;  // by first-write sequence
   size_t bytes = 0;
   uint64_t nodes_at_last_cut = 0;
+  LoopDetector loop;
 };
 
 PendingSet& Pending() {
@@ -40,6 +69,8 @@ const uint64_t kMaxPendingNodes =
     static_cast<uint64_t>(EnvLimit("TORCH_TPU_FUSE_MAX_NODES", 20000));
 const size_t kMaxPendingBytes =
     static_cast<size_t>(EnvLimit("TORCH_TPU_FUSE_MAX_BYTES", int64_t{4} << 30));
+// The shortest loop body cut at: shorter repeats (a chain of the same few ops) fuse whole.
+const size_t kMinLoopOps = static_cast<size_t>(EnvLimit("TORCH_TPU_FUSE_MIN_LOOP_OPS", 128));
 
 }  // namespace
 
@@ -71,6 +102,47 @@ size_t PendingCount() {
   return set.storages.size();
 }
 
+void NoteRecordedOp(uint64_t structural_hash) {
+  if (g_scope_depth > 0 || CurrentMode() != Mode::kDeferAndFuse) return;
+  PendingSet& set = Pending();
+  std::lock_guard<std::mutex> lock(set.mutex);
+  LoopDetector& loop = set.loop;
+  // Odd, so an op never hashes to nothing.
+  loop.prefix.push_back(loop.prefix.back() * LoopDetector::kBase + (structural_hash | 1));
+  if (loop.power.size() < loop.prefix.size()) {
+    loop.power.push_back(loop.power.back() * LoopDetector::kBase);
+  }
+}
+
+bool PendingAtLoopBoundary() {
+  if (g_scope_depth > 0 || CurrentMode() != Mode::kDeferAndFuse) return false;
+  PendingSet& set = Pending();
+  std::lock_guard<std::mutex> lock(set.mutex);
+  LoopDetector& loop = set.loop;
+  const size_t n = loop.prefix.size() - 1;
+  // Writes that are not ops of their own (copies) check again at the same count: nothing new.
+  if (n == loop.checked) return false;
+  loop.checked = n;
+  if (loop.period != 0) {
+    if (n < loop.period) return false;
+    if (n == loop.period && loop.prefix[n] == loop.body) return true;
+    loop.period = 0;  // the loop ended or changed: look for the next one
+  }
+  if (n < LoopDetector::kGram) return false;
+  const uint64_t gram = loop.Segment(n - LoopDetector::kGram, n);
+  auto [seen, first_time] = loop.gram_end.emplace(gram, n);
+  if (first_time) return false;
+  const size_t repeat = n - seen->second;
+  seen->second = n;
+  const size_t period = repeat * ((kMinLoopOps + repeat - 1) / repeat);
+  if (n < 2 * period || loop.Segment(n - 2 * period, n - period) != loop.Segment(n - period, n)) {
+    return false;
+  }
+  loop.period = period;
+  loop.body = loop.Segment(n - period, n);
+  return true;
+}
+
 bool PendingOverSizeBound() {
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);
@@ -84,6 +156,7 @@ void MaterializeAllPending(const std::string& reason) {
     PendingSet& set = Pending();
     std::lock_guard<std::mutex> lock(set.mutex);
     set.nodes_at_last_cut = ir::RecordedNodeCount();
+    set.loop.Restart();
     if (set.storages.empty()) return;
     for (auto& [sequence, storage] : set.storages) {
       storage->set_pending_sequence(0);

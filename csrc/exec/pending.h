@@ -22,6 +22,12 @@ void MaterializeAllPending(const std::string& reason);
 size_t PendingCount();
 // Whether the pending work is past the size bound (graph nodes recorded since the last cut).
 bool PendingOverSizeBound();
+// Fused mode's loop boundaries: each op recorded (outside deferred scopes) notes its structural
+// hash (the op and dtypes, not dims); the pending work is at a boundary when it is two equal
+// halves of at least TORCH_TPU_FUSE_MIN_LOOP_OPS ops each, or, once such a loop body is known,
+// one more run of it.
+void NoteRecordedOp(uint64_t structural_hash);
+bool PendingAtLoopBoundary();
 
 // The reason a torch.compile graph's scope is closed with: its programs are counted apart.
 inline constexpr const char* kCompiledGraphReason = "compiled graph";
