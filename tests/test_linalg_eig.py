@@ -106,18 +106,25 @@ def test_eig_of_empty_inputs():
         assert_close(vectors, expected_vectors)
 
 
-def test_eig_of_non_finite_input_is_nan():
-    # The CPU raises (a host read of the input before LAPACK); in the program the matrix's
-    # results are NaN instead, and the rest of the batch is unaffected.
+def test_eig_of_non_finite_input_raises_like_the_cpu():
+    # eig reads on the host whether the input is finite, as the CPU (and CUDA) do.
     a = make((2, 3, 3), low=-1, high=1)
     a[0, 1, 2] = float("nan")
-    values, vectors = torch.linalg.eig(a.to(TPU))
-    assert values[0].cpu().isnan().all() and vectors[0].cpu().isnan().all()
-    torch.testing.assert_close(
-        values[1].cpu().gather(-1, matched_order(values[1].cpu(), torch.linalg.eigvals(a[1]))),
-        torch.linalg.eigvals(a[1]),
-        **TOL,
-    )
+    assert_same_error(torch.linalg.eig, a)
+    a[0, 1, 2] = float("inf")
+    assert_same_error(torch.linalg.eig, a)
+
+
+def test_eigvals_without_gradients_gives_nan_for_a_non_finite_matrix():
+    # _linalg_eigvals (eigvals of a tensor that needs no gradient) does not check on the CPU
+    # either; in the program the matrix's eigenvalues are NaN and the rest of the batch is
+    # unaffected.
+    a = make((2, 3, 3), low=-1, high=1)
+    a[0, 1, 2] = float("nan")
+    values = torch.ops.aten._linalg_eigvals(a.to(TPU)).cpu()
+    assert values[0].isnan().all()
+    expected = torch.linalg.eigvals(a[1])
+    torch.testing.assert_close(values[1].gather(-1, matched_order(values[1], expected)), expected, **TOL)
 
 
 def test_eig_out_variant():
@@ -163,21 +170,38 @@ def test_eig_repeats_without_compiling():
     assert torch_tpu.metrics.snapshot()["compiles"] == before
 
 
-# PyTorch's Python meta function checks these itself, with other exception types than the CPU's
-# kernel (an assert; a dict lookup): AssertionError and KeyError instead of RuntimeError.
-META_ERROR_DIFFERS = pytest.mark.xfail(strict=True, reason="the meta function raises a different error than the CPU")
-
-
-@pytest.mark.parametrize("fn", [torch.linalg.eig, torch.linalg.eigvals])
 @pytest.mark.parametrize(
-    "a",
+    "fn, a",
     [
-        torch.ones(2, 3),
-        torch.ones(3, 3, dtype=torch.bfloat16),
-        pytest.param(torch.ones(3), marks=META_ERROR_DIFFERS),
-        pytest.param(torch.ones(3, 3, dtype=torch.long), marks=META_ERROR_DIFFERS),
+        (torch.linalg.eig, torch.ones(2, 3)),
+        (torch.linalg.eig, torch.ones(3, 3, dtype=torch.bfloat16)),
+        (torch.linalg.eig, torch.ones(3)),
+        (torch.linalg.eig, torch.ones(3, 3, dtype=torch.long)),
+        (torch.linalg.eig, torch.full((3,), float("inf"))),  # the finiteness check comes first
+        (torch.linalg.eigvals, torch.ones(2, 3)),
+        (torch.linalg.eigvals, torch.ones(3, 3, dtype=torch.bfloat16)),
+        (torch.linalg.eigvals, torch.ones(3)),
+        (torch.linalg.eigvals, torch.ones(3, 3, dtype=torch.long)),
+        # What eigvals calls for a tensor that needs no gradient (the tests' dispatch mode makes
+        # torch.linalg.eigvals take eig's path).
+        (torch.ops.aten._linalg_eigvals, torch.ones(3)),
+        (torch.ops.aten._linalg_eigvals, torch.ones(3, 3, dtype=torch.long)),
+        (torch.ops.aten._linalg_eigvals, torch.ones(3, 3, dtype=torch.bfloat16)),
     ],
-    ids=["not square", "bfloat16", "vector", "int64"],
+    ids=[
+        "eig-not-square",
+        "eig-bfloat16",
+        "eig-vector",
+        "eig-int64",
+        "eig-inf-vector",
+        "eigvals-not-square",
+        "eigvals-bfloat16",
+        "eigvals-vector",
+        "eigvals-int64",
+        "_linalg_eigvals-vector",
+        "_linalg_eigvals-int64",
+        "_linalg_eigvals-bfloat16",
+    ],
 )
 def test_eig_errors_match_cpu(fn, a):
     assert_same_error(fn, a)

@@ -23,7 +23,7 @@ bool AcceptsComplex(const std::string& name) {
       "cholesky_inverse", "complex", "conj_physical", "cos", "cosh", "count_nonzero", "cumprod",
       "cumsum", "div", "dot", "eq", "exp", "exp2", "expm1", "eye", "fill", "flip", "gather",
       "geqrf", "im2col", "index", "index_add", "index_copy", "index_fill", "index_select", "isnan", "lerp",
-      "linalg_cholesky_ex", "linalg_cross", "linalg_eig", "linalg_householder_product", "linalg_inv_ex", "linalg_ldl_factor_ex", "linalg_ldl_solve", "linalg_lstsq", "linalg_lu", "linalg_lu_factor_ex",
+      "linalg_cholesky_ex", "linalg_cross", "linalg_eig", "linalg_eigvals", "linalg_householder_product", "linalg_inv_ex", "linalg_ldl_factor_ex", "linalg_ldl_solve", "linalg_lstsq", "linalg_lu", "linalg_lu_factor_ex",
       "linalg_lu_solve", "linalg_matrix_exp", "linalg_qr", "linalg_solve_triangular", "linalg_vector_norm",
       "linspace", "log", "log10", "log1p", "log2", "logaddexp", "logcumsumexp", "logical_and", "logical_not",
       "logical_or", "logical_xor", "logspace", "lu_unpack", "masked_fill", "masked_scatter", "mean",

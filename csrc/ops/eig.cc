@@ -420,6 +420,7 @@ std::vector<Value> EigvalsLowering(LoweringContext& ctx) {
 LoweringRegistrar registrar({
     {"linalg_eig", EigLowering},
     {"_linalg_eigvals", EigvalsLowering},
+    {"linalg_eigvals", EigvalsLowering},  // its out= form, which tpu's _linalg_eigvals calls
 });
 
 }  // namespace
