@@ -243,47 +243,48 @@ def loop_step(x, body=130):
     return x
 
 
+def fused_iterations(x, step, iterations):
+    """`iterations` of `step` from x in fused mode, with no host read: (result, executions)."""
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics.snapshot()
+        for _ in range(iterations):
+            x = step(x)
+        torch.tpu.synchronize()
+        return x, delta(before, "executions")
+
+
+def on_cpu(x, step, iterations):
+    for _ in range(iterations):
+        x = step(x)
+    return x
+
+
 def test_a_loop_without_host_reads_is_cut_at_its_body():
     # Pending work that repeats is cut at the repeat: the first cut holds two iterations, then
     # each iteration is one program, compiled once; without the cut it would all wait for the
     # host read (or the size bound, at an arbitrary point of the loop).
     x0 = make((16, 16), low=-1, high=1)
-    with torch_tpu.execution_mode("defer_and_fuse"):
-        x = x0.to(TPU)
-        torch.tpu.synchronize()
-        before = torch_tpu.metrics.snapshot()
-        for _ in range(12):
-            x = loop_step(x)
-        torch.tpu.synchronize()
-        assert delta(before, "executions") == 11  # 2 iterations, then 10 of one
-        assert delta(before, "compiles") + delta(before, "disk_cache_hits") <= 2
-        before = torch_tpu.metrics.snapshot()
-        for _ in range(12):
-            x = loop_step(x)
-        result = x.cpu()
-        assert delta(before, "compiles") == 0
-    expected = x0
-    for _ in range(24):
-        expected = loop_step(expected)
-    torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-5)
+    before = torch_tpu.metrics.snapshot()
+    x, executions = fused_iterations(x0.to(TPU), loop_step, 12)
+    assert executions == 11  # 2 iterations, then 10 of one
+    assert delta(before, "compiles") + delta(before, "disk_cache_hits") <= 2
+    before = torch_tpu.metrics.snapshot()
+    x, _ = fused_iterations(x, loop_step, 12)
+    assert delta(before, "compiles") == 0
+    torch.testing.assert_close(x.cpu(), on_cpu(x0, loop_step, 24), rtol=1e-4, atol=1e-5)
 
 
 def test_short_repeats_and_chains_stay_one_program():
     # A chain repeating a few ops (shorter than TORCH_TPU_FUSE_MIN_LOOP_OPS, 128) is not a loop
     # body: 120 ops of a period of 4 fuse whole.
+    def step(x):
+        return torch.tanh(x * 0.5 + 0.1).abs()
+
     x0 = make((16, 16), low=-1, high=1)
-    with torch_tpu.execution_mode("defer_and_fuse"):
-        x = x0.to(TPU)
-        torch.tpu.synchronize()
-        before = torch_tpu.metrics.snapshot()
-        for _ in range(30):
-            x = torch.tanh(x * 0.5 + 0.1).abs()
-        result = x.cpu()
-        assert delta(before, "executions") == 1
-    expected = x0
-    for _ in range(30):
-        expected = torch.tanh(expected * 0.5 + 0.1).abs()
-    torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-6)
+    x, executions = fused_iterations(x0.to(TPU), step, 30)
+    assert executions == 1
+    torch.testing.assert_close(x.cpu(), on_cpu(x0, step, 30), rtol=1e-5, atol=1e-6)
 
 
 def test_memory_is_steady_over_a_1000_step_soak_and_returns_to_baseline_after_del():

@@ -623,7 +623,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
         WriteTensor(target, WithLazyBits(target, value));
         written.push_back(StorageOf(target));
       }
-      exec::NoteRecordedOp(StructuralHash(lowering_name, ctx));
+      if (exec::DetectingLoops()) exec::NoteRecordedOp(StructuralHash(lowering_name, ctx));
       FinishWrites(written);
       return 0;
     });

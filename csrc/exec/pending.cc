@@ -102,8 +102,10 @@ size_t PendingCount() {
   return set.storages.size();
 }
 
+bool DetectingLoops() { return g_scope_depth == 0 && CurrentMode() == Mode::kDeferAndFuse; }
+
 void NoteRecordedOp(uint64_t structural_hash) {
-  if (g_scope_depth > 0 || CurrentMode() != Mode::kDeferAndFuse) return;
+  if (!DetectingLoops()) return;
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);
   LoopDetector& loop = set.loop;
@@ -115,7 +117,7 @@ void NoteRecordedOp(uint64_t structural_hash) {
 }
 
 bool PendingAtLoopBoundary() {
-  if (g_scope_depth > 0 || CurrentMode() != Mode::kDeferAndFuse) return false;
+  if (!DetectingLoops()) return false;
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);
   LoopDetector& loop = set.loop;

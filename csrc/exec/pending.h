@@ -26,6 +26,7 @@ bool PendingOverSizeBound();
 // hash (the op and dtypes, not dims); the pending work is at a boundary when it is two equal
 // halves of at least TORCH_TPU_FUSE_MIN_LOOP_OPS ops each, or, once such a loop body is known,
 // one more run of it.
+bool DetectingLoops();  // fused mode, outside deferred scopes: only then is an op's hash needed
 void NoteRecordedOp(uint64_t structural_hash);
 bool PendingAtLoopBoundary();
 
