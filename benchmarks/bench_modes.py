@@ -169,10 +169,11 @@ def measure(build, mode, repeats, warmup):
     }
 
 
-def recording_costs(n_ops=2000):
+def recording_costs(n_ops=1000, reps=15):
     """Per-op cost of recording in fused mode above native CPU dispatch of the same ops on 0-d
     tensors, and the host cost of a flush (cut, cache hit, launch; not the device's run) as
-    intercept + slope over the op count."""
+    intercept + slope over the op count. Native and recorded chains alternate, so that a noisy
+    machine slows both alike; each figure is a median."""
     cpu = torch.ones(())
     tpu = torch.ones((), device="tpu")
 
@@ -181,35 +182,31 @@ def recording_costs(n_ops=2000):
             x = x + 1
         return x
 
-    def best(fn, reps=7):
-        samples = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - start)
-        return statistics.median(samples)
-
-    native = best(lambda: chain(cpu, n_ops)) / n_ops
+    native_samples, record_samples = [], []
     flush_times = {}
     with torch_tpu.execution_mode("defer_and_fuse"):
-        for n in (10, 100, 1000):
+        for n in (10, 100, n_ops):
             chain(tpu, n).cpu()  # compile once
             flush_times[n] = []
-            record_samples = []
-            for _ in range(7):
+            for _ in range(reps):
+                if n == n_ops:
+                    start = time.perf_counter()
+                    chain(cpu, n_ops)
+                    native_samples.append((time.perf_counter() - start) / n_ops)
                 start = time.perf_counter()
                 y = chain(tpu, n)
                 recorded = time.perf_counter()
                 torch_tpu._C._launch_pending()
                 done = time.perf_counter()
                 torch.tpu.synchronize()
-                record_samples.append((recorded - start) / n)
+                if n == n_ops:
+                    record_samples.append((recorded - start) / n)
                 flush_times[n].append(done - recorded)
                 del y
-            if n == 1000:
-                record = statistics.median(record_samples)
+    native = statistics.median(native_samples)
+    record = statistics.median(record_samples)
     flush = {n: statistics.median(v) for n, v in flush_times.items()}
-    slope = (flush[1000] - flush[100]) / 900
+    slope = (flush[n_ops] - flush[100]) / (n_ops - 100)
     intercept = flush[10] - 10 * slope
     return record - native, native, intercept, slope
 
@@ -246,6 +243,15 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
+    # The per-op and per-call costs first, in a fresh process: after the workloads, a heap grown by
+    # 2048x2048 tensors and a model makes every small allocation (the host's and XLA's) dearer.
+    for n_args, seconds in compiled_call_overhead():
+        print(f"compiled graph call, {n_args:3d} arguments: {seconds * 1e6:.1f} us per call (host side)")
+    extra, native, intercept, slope = recording_costs()
+    print(
+        f"recording: {extra * 1e6:.2f} us per op above native CPU dispatch ({native * 1e6:.2f} us); "
+        f"flush (cache hit, host side): {intercept * 1e6:.1f} us + {slope * 1e9:.0f} ns per op"
+    )
     eager_modes = tuple(mode for mode in MODES if not mode.endswith("compiled"))
     workloads = [
         ("LM training step", train_lm(), args.repeats, 3, MODES),
@@ -271,13 +277,6 @@ def main():
         if "compiled" in rows:
             ratios.append(f"compiled/strict {rows['compiled']['time'] / rows['strict']['time']:.2f}")
         print(f"{'':38} time {', '.join(ratios)}")
-    for n_args, seconds in compiled_call_overhead():
-        print(f"compiled graph call, {n_args:3d} arguments: {seconds * 1e6:.1f} us per call (host side)")
-    extra, native, intercept, slope = recording_costs()
-    print(
-        f"recording: {extra * 1e6:.2f} us per op above native CPU dispatch ({native * 1e6:.2f} us); "
-        f"flush (cache hit, host side): {intercept * 1e6:.1f} us + {slope * 1e9:.0f} ns per op"
-    )
 
 
 if __name__ == "__main__":

@@ -144,10 +144,30 @@ void CpuFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   }
 }
 
+// "aten::add.Tensor at train.py:12", interned per op and line as the line is (exec/context.h).
+// Consecutive nodes with one origin replay as one op, which for the same op at the same line
+// names the same thing.
 std::shared_ptr<const std::string> RecordingSite(const c10::OperatorHandle& op) {
-  const std::string location = exec::SourceLocation();
-  return std::make_shared<const std::string>(QualifiedName(op) +
-                                             (location.empty() ? "" : " at " + location));
+  exec::SourceLocation location = exec::CurrentSourceLocation();
+  struct Site {
+    exec::SourceLocation location;  // held, so the key's address is not reused
+    std::shared_ptr<const std::string> text;
+  };
+  using Key = std::pair<const c10::FunctionSchema*, const std::string*>;
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.first) * 31 + std::hash<const void*>()(k.second);
+    }
+  };
+  thread_local std::unordered_map<Key, Site, KeyHash> sites;
+  if (sites.size() >= 65536) sites.clear();
+  Site& site = sites[Key{&op.schema(), location.get()}];
+  if (site.text == nullptr) {
+    site.text = std::make_shared<const std::string>(QualifiedName(op) +
+                                                    (location ? " at " + *location : ""));
+    site.location = std::move(location);
+  }
+  return site.text;
 }
 
 // TORCH_TPU_COMPLEX_UNCHECKED=1 lets complex reach every lowering: only for finding, with the

@@ -73,9 +73,9 @@ std::vector<at::Tensor> CallKernel(const std::shared_ptr<const ir::Function>& fu
       // Deferred nodes remember what recorded them, to be named if their program fails.
       std::optional<ir::RecordingOrigin> origin;
       if (exec::Deferring()) {
-        const std::string location = exec::SourceLocation();
-        origin.emplace(std::make_shared<const std::string>(
-            "kernel '" + name + "'" + (location.empty() ? "" : " at " + location)));
+        const exec::SourceLocation location = exec::CurrentSourceLocation();
+        origin.emplace(std::make_shared<const std::string>("kernel '" + name + "'" +
+                                                           (location ? " at " + *location : "")));
       }
       RecordCall(function, inputs, targets);
       return 0;

@@ -290,13 +290,19 @@ void WriteTensor(const at::Tensor& tensor, const ir::Value& value) {
   if (update.shape() != sizes) update = ops::BroadcastTo(update, sizes);
   const int64_t elements = storage->elements(dtype);
   if (elements == 0 || tensor.numel() == 0) return;
+  const bool whole = ops::CoversWholeStorage(elements, sizes, strides);
+  ir::DType storage_dtype = storage->initialized() ? storage->element_type() : dtype;
+  if (whole && storage_dtype == dtype) {
+    // The old value is dead: not read, so a fresh output (most ops') records no zeros for it.
+    storage->Write(ops::Reshape(update, {elements}));
+    return;
+  }
   ir::Value offset;
-  if (!ops::CoversWholeStorage(elements, sizes, strides)) {
+  if (!whole) {
     ops::Scalar s;
     s.i = tensor.storage_offset();
     offset = ScalarParameter(s, ir::DType::kS64);
   }
-  ir::DType storage_dtype = storage->initialized() ? storage->element_type() : dtype;
   storage->Write(ops::WriteView(storage->Read(storage_dtype), update, sizes, strides, offset));
 }
 

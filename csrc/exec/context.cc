@@ -141,19 +141,19 @@ void SetWarningHandler(std::function<void(const std::string&)> handler) {
 void Warn(const std::string& message) { WarningHandler()(message); }
 
 namespace {
-std::function<std::string()>& SourceLocationProvider() {
-  static std::function<std::string()> provider;
+std::function<SourceLocation()>& SourceLocationProvider() {
+  static std::function<SourceLocation()> provider;
   return provider;
 }
 }  // namespace
 
-void SetSourceLocationProvider(std::function<std::string()> provider) {
+void SetSourceLocationProvider(std::function<SourceLocation()> provider) {
   SourceLocationProvider() = std::move(provider);
 }
 
-std::string SourceLocation() {
+SourceLocation CurrentSourceLocation() {
   const auto& provider = SourceLocationProvider();
-  return provider ? provider() : std::string();
+  return provider ? provider() : nullptr;
 }
 
 void Metrics::CountFallback(const std::string& op) {

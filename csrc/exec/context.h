@@ -37,9 +37,11 @@ std::string PluginLabel();
 void SetWarningHandler(std::function<void(const std::string&)> handler);
 void Warn(const std::string& message);
 
-// The user's source line ("file.py:12"), from the binding layer; empty when unknown.
-void SetSourceLocationProvider(std::function<std::string()> provider);
-std::string SourceLocation();
+// The user's source line ("file.py:12"), from the binding layer; null when unknown. Interned: one
+// string per line, so that recording an op does not format one (fused mode records every op's).
+using SourceLocation = std::shared_ptr<const std::string>;
+void SetSourceLocationProvider(std::function<SourceLocation()> provider);
+SourceLocation CurrentSourceLocation();
 
 struct Metrics {
   std::atomic<int64_t> compiles{0};

@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "aten/tpu_tensor.h"
@@ -65,6 +66,23 @@ std::vector<int> SharingPattern(const std::vector<exec::DeviceStorage*>& storage
   return pattern;
 }
 
+// Whether the storages share exactly as `pattern` (a SharingPattern) says. Called on every
+// direct call, so it allocates one vector, not a hash node per input.
+bool SharesAs(const std::vector<exec::DeviceStorage*>& storages, const std::vector<int>& pattern) {
+  if (storages.size() != pattern.size()) return false;
+  std::vector<exec::DeviceStorage*> firsts;
+  firsts.reserve(storages.size());
+  for (size_t i = 0; i < storages.size(); ++i) {
+    if (pattern[i] == static_cast<int>(i)) {
+      firsts.push_back(storages[i]);
+    } else if (storages[i] != storages[pattern[i]]) {
+      return false;
+    }
+  }
+  std::sort(firsts.begin(), firsts.end());
+  return std::adjacent_find(firsts.begin(), firsts.end()) == firsts.end();
+}
+
 at::Tensor TensorOver(const c10::Storage& storage, const Layout& layout) {
   at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -113,7 +131,7 @@ class CompiledGraphPlan {
       if (storage->pending() || storage->buffer() == nullptr) return py::none();
       storages.push_back(storage);
     }
-    if (SharingPattern(storages) != sharing_) return py::none();
+    if (!SharesAs(storages, sharing_)) return py::none();
 
     exec::GetMetrics().compiled_graph_calls++;
     exec::GetMetrics().compiled_graph_direct_calls++;
@@ -121,16 +139,16 @@ class CompiledGraphPlan {
         aten::Translate([&] { return exec::RunGraphPlan(plan_, storages); });
     // New storages for the results that overwrite no input; outputs view them.
     std::vector<c10::Storage> fresh(results.size());
+    const c10::DeviceIndex saved = aten::CurrentDeviceIndex();
+    aten::SetCurrentDeviceIndex(static_cast<c10::DeviceIndex>(plan_.device));
+    c10::Allocator* allocator = aten::GetTpuAllocator();
     for (size_t r = 0; r < results.size(); ++r) {
       if (plan_.result_input[r] >= 0) continue;
-      const c10::DeviceIndex saved = aten::CurrentDeviceIndex();
-      aten::SetCurrentDeviceIndex(static_cast<c10::DeviceIndex>(plan_.device));
-      c10::Allocator* allocator = aten::GetTpuAllocator();
       fresh[r] = c10::Storage(c10::Storage::use_byte_size_t(), plan_.result_nbytes[r],
                               allocator->allocate(plan_.result_nbytes[r]), allocator, true);
-      aten::SetCurrentDeviceIndex(saved);
       aten::StorageOf(fresh[r])->SetBuffer(results[r], plan_.result_dtype[r]);
     }
+    aten::SetCurrentDeviceIndex(saved);
     py::list outputs(outputs_.size());
     for (size_t o = 0; o < outputs_.size(); ++o) {
       const OutputSpec& spec = outputs_[o];

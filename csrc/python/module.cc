@@ -4,6 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <unordered_map>
+
 #include "aten/generator.h"
 #include "aten/tpu_tensor.h"
 #include "exec/compile_cache.h"
@@ -70,27 +73,69 @@ py::dict Metrics() {
   return d;
 }
 
-// The innermost Python frame outside torch and torch_tpu, or in an FX graph's code: the line that
-// recorded an op.
+// Where the user's code recorded an op: the innermost Python frame outside torch and torch_tpu,
+// or in an FX graph's code. Fused mode asks for it at every recorded op, so it is interned per
+// code object and instruction: a repeated line costs a frame walk and a table lookup, no text.
+// The tables hold a reference to each code object they key, so a key's address is never reused;
+// the GIL guards them.
+struct CodeSite {
+  PyCodeObject* code;
+  int instruction;
+  bool operator==(const CodeSite&) const = default;
+};
+struct CodeSiteHash {
+  size_t operator()(const CodeSite& s) const {
+    return std::hash<const void*>()(s.code) * 31 + static_cast<size_t>(s.instruction);
+  }
+};
+struct SourceTables {
+  std::unordered_map<PyCodeObject*, std::optional<std::string>> paths;  // none: torch's own code
+  std::unordered_map<CodeSite, exec::SourceLocation, CodeSiteHash> lines;
+};
+
+// The path a code object's lines are shown with, or none when its frames are not the user's.
+const std::optional<std::string>& UserPath(SourceTables& tables, PyCodeObject* code) {
+  constexpr size_t kMaxCodeObjects = 16384;  // generated code (FX graphs) must not pile up
+  if (tables.paths.size() >= kMaxCodeObjects) {
+    for (auto& [known, path] : tables.paths) Py_DECREF(known);
+    tables.paths.clear();
+    tables.lines.clear();
+  }
+  auto [entry, added] = tables.paths.try_emplace(code);
+  if (!added) return entry->second;
+  Py_INCREF(code);
+  const char* file = PyUnicode_AsUTF8(code->co_filename);
+  std::string path = file != nullptr ? file : "";
+  // An FX graph's generated code ("<eval_with_key>.N from .../torch/fx/...") is where a
+  // compiled graph recorded an op; torch_tpu._compile maps its line to the user's.
+  const bool graph_code = path.rfind("<eval_with_key>", 0) == 0;
+  if (graph_code) path = path.substr(0, path.find(' '));
+  if (graph_code || (path.find("/torch/") == std::string::npos &&
+                     path.find("/torch_tpu/") == std::string::npos)) {
+    entry->second = std::move(path);
+  }
+  return entry->second;
+}
+
 // torch's bindings release the GIL around ops, so it is taken back to read the thread's frame;
 // a thread with no Python frames (autograd's device threads) has none.
-std::string PythonSourceLocation() {
-  if (!Py_IsInitialized()) return {};
+exec::SourceLocation PythonSourceLocation() {
+  if (!Py_IsInitialized()) return nullptr;
   const PyGILState_STATE gil = PyGILState_Ensure();
+  static auto* tables = new SourceTables();
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
-  std::string location;
-  while (frame != nullptr && location.empty()) {
+  exec::SourceLocation location;
+  while (frame != nullptr && location == nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    std::string path = file != nullptr ? file : "";
-    // An FX graph's generated code ("<eval_with_key>.N from .../torch/fx/...") is where a
-    // compiled graph recorded an op; torch_tpu._compile maps its line to the user's.
-    const bool graph_code = path.rfind("<eval_with_key>", 0) == 0;
-    if (graph_code) path = path.substr(0, path.find(' '));
-    if (graph_code || (path.find("/torch/") == std::string::npos &&
-                       path.find("/torch_tpu/") == std::string::npos)) {
-      location = path + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    if (const std::optional<std::string>& path = UserPath(*tables, code)) {
+      const int instruction = PyFrame_GetLasti(frame);
+      exec::SourceLocation& line = tables->lines[CodeSite{code, instruction}];
+      if (line == nullptr) {
+        line = std::make_shared<const std::string>(
+            *path + ":" + std::to_string(PyCode_Addr2Line(code, instruction)));
+      }
+      location = line;
     }
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);

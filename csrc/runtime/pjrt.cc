@@ -437,7 +437,15 @@ std::shared_ptr<Client> Client::Create(std::shared_ptr<Plugin> plugin, int cpu_d
   auto args = PJRT_ARGS(PJRT_Client_Create);
   args.create_options = create_options.data();
   args.num_options = create_options.size();
-  PJRT_CALL(*plugin, PJRT_Client_Create, args);
+  try {
+    PJRT_CALL(*plugin, PJRT_Client_Create, args);
+  } catch (const PjrtError& error) {
+    // Only XLA's CPU plugin takes a device count; the others (CUDA) reject unknown options. One
+    // device is what the default asks for, so it is dropped; a count > 1 is the user's request.
+    if (create_options.empty() || cpu_device_count > 1) throw;
+    args = PJRT_ARGS(PJRT_Client_Create);
+    PJRT_CALL(*plugin, PJRT_Client_Create, args);
+  }
   auto client = std::shared_ptr<Client>(new Client(plugin, args.client));
 
   auto name_args = PJRT_ARGS(PJRT_Client_PlatformName);
