@@ -391,6 +391,31 @@ with torch_tpu.execution_mode("defer_and_fuse"):
     assert "[1.0, 3.0, 5.0, 7.0]" in message  # the device still works
 
 
+def test_the_failing_op_is_named_at_its_own_line_among_the_same_op_on_other_lines():
+    # Source lines are interned per code object and instruction: the same op recorded from two
+    # lines of one function, in one program, is named at the line that failed.
+    code = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (32 << 30, 32 << 30))
+import torch, torch_tpu
+def step(n):
+    small = torch.ones(4, device="tpu")
+    huge = torch.ones(n, device="tpu")
+    return (small.sum() + huge.sum()).item()
+with torch_tpu.execution_mode("defer_and_fuse"):
+    for n in (8, 2**38):
+        try:
+            print("OK", step(n))
+        except torch.OutOfMemoryError as error:
+            print("ERROR", error)
+"""
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    message = result.stdout
+    assert "OK 12.0" in message, message
+    assert "The failing op: aten::fill_.Scalar at <string>:7" in message, message
+
+
 def test_a_shape_that_grows_every_cut_is_detected_counted_and_named():
     with torch_tpu.execution_mode("defer_and_fuse"):
         before = counters()
