@@ -11,6 +11,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/full.h>
+#include <c10/util/hash.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -156,7 +157,8 @@ std::shared_ptr<const std::string> RecordingSite(const c10::OperatorHandle& op) 
   using Key = std::pair<const c10::FunctionSchema*, const std::string*>;
   struct KeyHash {
     size_t operator()(const Key& k) const {
-      return std::hash<const void*>()(k.first) * 31 + std::hash<const void*>()(k.second);
+      return c10::hash_combine(std::hash<const void*>()(k.first),
+                               std::hash<const void*>()(k.second));
     }
   };
   thread_local std::unordered_map<Key, Site, KeyHash> sites;

@@ -1,6 +1,7 @@
 // Python bindings (torch_tpu._C): configuration, device queries, memory stats and metrics.
 #include <ATen/core/Generator.h>
 #include <c10/util/Exception.h>
+#include <c10/util/hash.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -85,7 +86,7 @@ struct CodeSite {
 };
 struct CodeSiteHash {
   size_t operator()(const CodeSite& s) const {
-    return std::hash<const void*>()(s.code) * 31 + static_cast<size_t>(s.instruction);
+    return c10::hash_combine(std::hash<const void*>()(s.code), static_cast<size_t>(s.instruction));
   }
 };
 struct SourceTables {
