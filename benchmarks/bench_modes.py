@@ -1,7 +1,7 @@
 """Execution modes side by side in one run: native CPU torch, tpu strict and tpu fused eager
 (DeferAndFuse), as medians, on four workloads, plus the recording and flush costs of fused mode.
 
-    .venv/bin/python benchmarks/bench_modes.py [--repeats 10] [--skip-generate]
+    .venv/bin/python benchmarks/bench_modes.py [--repeats 10] [--skip-generate] [--only generate]
 
 Workloads: a training step of a 2-layer GPT-style LM (width 128, context 64, batch 8, AdamW,
 clipping); the MLP step TorchTPU's figures come from (256-512-256-10, GELU, LayerNorm, AdamW,
@@ -240,6 +240,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--skip-generate", action="store_true")
+    parser.add_argument("--only", default="", help="run the workloads whose name contains this text")
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
@@ -260,6 +261,7 @@ def main():
     ]
     if not args.skip_generate:
         workloads.append(("GPT-2 generate, 64 tokens", generate_gpt2(), 3, 1, eager_modes))
+    workloads = [workload for workload in workloads if args.only.lower() in workload[0].lower()]
     header = (
         f"{'workload':38} {'mode':15} {'median ms':>10} {'x cpu':>7} {'programs/step':>14} {'compiles':>9} "
         f"{'peak MiB':>9} {'first step s':>13}"

@@ -10,6 +10,9 @@ import torch
 from conftest import assert_close
 from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
+import torch_tpu
+import torch_tpu.metrics
+
 TPU = torch.device("tpu")
 VOCAB = 100
 PAD, EOS = 0, VOCAB - 1
@@ -146,6 +149,38 @@ def test_assisted_decoding_matches_cpu(name):
     assert torch.equal(actual.cpu(), expected)
 
 
+def test_greedy_generate_compiles_per_bucket_of_the_cache_length():
+    # The default DynamicCache appends a token per step, so keys, values and ids grow: they are
+    # kept padded to power-of-two buckets (csrc/exec/bucketing.h), and each new length is no new
+    # program. Programs are counted from an empty in-memory cache (a disk hit counts as one).
+    # The config has no pad_token_id: with one and no attention mask, every forward checks the
+    # ids for it on the host (warn_if_padding_and_no_attention_mask), a second cut per token.
+    torch.manual_seed(0)
+    config = GPT2Config(
+        n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=128, bos_token_id=EOS, eos_token_id=EOS
+    )
+    cpu = GPT2LMHeadModel(config).eval()
+    device_model = GPT2LMHeadModel(config).eval()
+    device_model.load_state_dict(cpu.state_dict())
+    device_model.to(TPU)
+    ids = tokens((1, 8), seed=6)
+    expected = cpu.generate(ids, max_new_tokens=64, min_new_tokens=64, do_sample=False, pad_token_id=PAD)
+
+    def programs(new_tokens: int, mode: str) -> int:
+        torch_tpu._C._clear_memory_cache()
+        torch_tpu.metrics.reset()
+        with torch_tpu.execution_mode(mode):
+            options = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=PAD)
+            actual = device_model.generate(ids.to(TPU), **options)
+        assert torch.equal(actual.cpu(), expected[:, : 8 + new_tokens])
+        snapshot = torch_tpu.metrics.snapshot()
+        return snapshot["compiles"] + snapshot["disk_cache_hits"]
+
+    strict_8, strict_64 = programs(8, "strict"), programs(64, "strict")
+    assert strict_64 <= 1.5 * strict_8, (strict_8, strict_64)
+    assert programs(64, "defer_and_fuse") <= 2 * 6 + 8
+
+
 def test_greedy_generate_with_static_cache_matches_cpu():
     # The static cache writes each step into preallocated key/value tensors (index_copy_).
     # disable_compile: on tpu, transformers would torch.compile the decoding step with backend "tpu".
@@ -155,6 +190,20 @@ def test_greedy_generate_with_static_cache_matches_cpu():
     expected = cpu.generate(ids, **options)
     actual = device_model.generate(ids.to(TPU), **options)
     assert torch.equal(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_greedy_generate_with_static_cache_compiles_nothing_on_a_second_call(mode):
+    cpu, device_model = cpu_and_tpu_models("llama")
+    ids = tokens((1, 5), seed=7)
+    options = dict(max_new_tokens=8, do_sample=False, cache_implementation="static", disable_compile=True)
+    expected = cpu.generate(ids, **options)
+    with torch_tpu.execution_mode(mode):
+        assert torch.equal(device_model.generate(ids.to(TPU), **options).cpu(), expected)
+        torch_tpu.metrics.reset()
+        assert torch.equal(device_model.generate(ids.to(TPU), **options).cpu(), expected)
+    snapshot = torch_tpu.metrics.snapshot()
+    assert snapshot["compiles"] + snapshot["disk_cache_hits"] == 0
 
 
 @pytest.mark.parametrize(("name", "device_map"), [("gpt2", "tpu"), ("llama", "tpu"), ("llama", "auto")])

@@ -23,6 +23,7 @@
 #include "aten/generator.h"
 #include "aten/meta_cache.h"
 #include "aten/tpu_tensor.h"
+#include "exec/bucketing.h"
 #include "exec/context.h"
 #include "exec/pending.h"
 #include "ops/builder.h"
@@ -37,6 +38,24 @@ std::string LoweringName(const c10::OperatorName& name) {
   const bool dunder = base.size() > 4 && base.rfind("__", 0) == 0;
   if (!dunder && base.size() > 1 && base.back() == '_') base.pop_back();  // add_ -> add
   return base;
+}
+
+// An op's lowering name and lowering, resolved once per op (per thread, without a lock): every
+// call of the op would otherwise build the name and look it up again. Ops without a lowering yet
+// are not remembered, as custom kernels may register theirs later.
+struct ResolvedOp {
+  std::string name;
+  ops::Lowering lowering = nullptr;
+};
+
+ResolvedOp Resolve(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, ResolvedOp> resolved;
+  const c10::FunctionSchema* key = &op.schema();
+  if (auto found = resolved.find(key); found != resolved.end()) return found->second;
+  ResolvedOp result{LoweringName(op.operator_name()), nullptr};
+  result.lowering = ops::FindLowering(result.name);
+  if (result.lowering != nullptr) resolved.emplace(key, result);
+  return result;
 }
 
 std::string QualifiedName(const c10::OperatorHandle& op) {
@@ -285,13 +304,22 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
     a.kind = Kind::kTensor;
     a.tensor = ReadLogical(t);
     a.contiguous = t.is_contiguous();
+    if (ops::GrowingValue grown = ReadGrowing(t)) a.growing = {grown};
     if (t.is_cpu() && t.dim() == 0) {
       a.host_scalar = true;
       a.scalar = ToScalar(t.item());
     }
   } else if (v.isTensorList()) {
     a.kind = Kind::kTensorList;
-    for (const auto& t : v.toTensorList()) a.tensors.push_back(ReadLogical(t));
+    const auto list = v.toTensorList();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const at::Tensor t = list[i];
+      a.tensors.push_back(ReadLogical(t));
+      if (ops::GrowingValue grown = ReadGrowing(t)) {
+        a.growing.resize(list.size());
+        a.growing[i] = grown;
+      }
+    }
   } else if (v.isOptionalTensorList()) {
     a.kind = Kind::kTensorList;
     for (const auto& t : v.toOptionalTensorList()) {
@@ -473,12 +501,173 @@ bool UploadSmallFill(const c10::FunctionSchema& schema, c10::Stack& stack, size_
   return true;
 }
 
+// out= tensors get the CPU's overlap checks: meta functions do not make them (in-place ops were
+// checked before they reached us).
+void CheckOutOverlaps(const c10::FunctionSchema& schema, const c10::Stack& args) {
+  const size_t num_arguments = schema.arguments().size();
+  for (size_t i = 0; i < num_arguments; ++i) {
+    const auto& schema_arg = schema.arguments()[i];
+    const auto* alias = schema_arg.alias_info();
+    if (alias == nullptr || !alias->isWrite() || !schema_arg.kwarg_only() || !args[i].isTensor()) {
+      continue;
+    }
+    const at::Tensor& out = args[i].toTensor();
+    at::assert_no_internal_overlap(out);
+    for (size_t j = 0; j < num_arguments; ++j) {
+      const auto* input_alias = schema.arguments()[j].alias_info();
+      if (j == i || !args[j].isTensor() || (input_alias != nullptr && input_alias->isWrite())) {
+        continue;
+      }
+      at::assert_no_partial_overlap(out, args[j].toTensor());
+    }
+  }
+}
+
+// 1. PyTorch's meta function: argument checks, output shapes and dtypes, out= resizing.
+// Memoized on the arguments' metadata (aten/meta_cache.h). Null: the op has no meta function
+// and runs on the CPU.
+std::shared_ptr<const MetaOutputs> RunMeta(const c10::OperatorHandle& op, const c10::Stack& args,
+                                           const c10::Stack& stack, size_t begin) {
+  const auto& schema = op.schema();
+  thread_local std::string key;
+  const bool keyed = MetaKey(op, args, key);
+  if (keyed) {
+    std::shared_ptr<const MetaOutputs> found = FindMeta(key);
+    // A hit that would resize an out= argument runs the meta function anyway, for its warning.
+    if (found && WriteTargetsMatch(schema, args, *found)) return found;
+  }
+  // The meta run may record other ops, which build keys of their own.
+  const std::string stored_key = keyed ? key : std::string();
+  c10::Stack meta(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    // Generators do not affect shapes, and PyTorch's Python meta functions reject them.
+    meta[i] = args[i].isGenerator() ? c10::IValue() : ToDevice(args[i], ToMeta);
+  }
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const c10::NotImplementedError& e) {
+    if (CpuFallbackEnabled()) return nullptr;
+    ReportUnsupported(op, stack, begin, "it has no meta function");
+  }
+  auto outputs = std::make_shared<MetaOutputs>();
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    if (meta[r].isNone() || (meta[r].isTensor() && !meta[r].toTensor().defined())) {
+      outputs->push_back({{}, {}, at::kFloat, /*defined=*/false});
+      continue;
+    }
+    if (!meta[r].isTensor()) ReportUnsupported(op, stack, begin, "non-tensor results");
+    const at::Tensor& m = meta[r].toTensor();
+    outputs->push_back({m.sizes().vec(), m.strides().vec(), m.scalar_type()});
+  }
+  if (keyed) StoreMeta(stored_key, outputs);
+  return outputs;
+}
+
+// 2. Output tensors: in-place/out= arguments (resized as the meta run did), or fresh ones. Their
+// types go to ctx.outputs.
+std::vector<at::Tensor> MakeOutputs(const c10::FunctionSchema& schema, const c10::Stack& args,
+                                    const std::vector<MetaOutput>& meta_outputs, c10::Device device,
+                                    ops::LoweringContext& ctx) {
+  std::vector<at::Tensor> targets;
+  for (size_t r = 0; r < meta_outputs.size(); ++r) {
+    const MetaOutput& m = meta_outputs[r];
+    const int write_argument = WrittenArgument(schema, r);
+    at::Tensor target;
+    if (!m.defined) {
+      targets.push_back(target);
+      ctx.outputs.emplace_back();
+      continue;
+    }
+    if (write_argument >= 0) {
+      target = args[write_argument].toTensor();
+      if (target.sizes() != c10::IntArrayRef(m.sizes) ||
+          target.strides() != c10::IntArrayRef(m.strides)) {
+        ResizeTpu(target, m.sizes, m.strides);
+      }
+    } else {
+      target = EmptyTpu(m.sizes, m.strides, m.dtype, device.index());
+    }
+    targets.push_back(target);
+    ctx.outputs.push_back(ir::TensorType{ToDType(m.dtype), ir::Shape(m.sizes)});
+  }
+  return targets;
+}
+
+// 3. Arguments as graph values (out= arguments are outputs, not inputs), with PyTorch's result
+// type and, for random ops, the generator's key. Returns each ctx.args entry's schema argument.
+std::vector<size_t> ReadArguments(const c10::OperatorHandle& op, const c10::Stack& args,
+                                  c10::Device device, ops::LoweringContext& ctx) {
+  const auto& schema = op.schema();
+  at::native::ResultTypeState promotion{};
+  std::vector<size_t> schema_index;
+  bool any_tensor = false;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto& schema_arg = schema.arguments()[i];
+    const auto* alias = schema_arg.alias_info();
+    if (alias != nullptr && alias->isWrite() && schema_arg.kwarg_only()) continue;
+    schema_index.push_back(i);
+    ctx.args.push_back(ToArgument(schema_arg, args[i], device.index()));
+    UpdatePromotion(promotion, args[i]);
+    any_tensor |= args[i].isTensor() || args[i].isTensorList();
+  }
+  if (any_tensor) {
+    const at::ScalarType promoted = at::native::result_type(promotion);
+    if (IsSupportedDType(promoted)) ctx.promoted = ToDType(promoted);
+  }
+  AppendRandomKey(op, args, device.index(), ctx);
+  return schema_index;
+}
+
+// 4. Lower, then write each result through its output's view (a growing result as its padded
+// layout when the output can take it). False: the lowering cannot take these arguments and the
+// CPU must run the op.
+bool LowerAndWrite(const c10::OperatorHandle& op, ops::Lowering lowering, const c10::Stack& args,
+                   const std::vector<size_t>& schema_index, const std::vector<at::Tensor>& targets,
+                   ops::LoweringContext& ctx, const c10::Stack& stack, size_t begin) {
+  // Deferred nodes remember what recorded them, to be named if their program fails.
+  std::optional<ir::RecordingOrigin> origin;
+  if (exec::Deferring()) origin.emplace(RecordingSite(op));
+  std::vector<ir::Value> results;
+  try {
+    if (HasComplex(ctx) && !ComplexUnchecked() && !ops::AcceptsComplex(ctx.name)) {
+      throw ops::UnsupportedError("complex64 is not supported by this op on tpu yet");
+    }
+    results = lowering(ctx);
+  } catch (const ops::UnsupportedError& e) {
+    // The lowering exists but not for these arguments: the same path as a missing op.
+    if (CpuFallbackEnabled()) return false;
+    ReportUnsupported(op, stack, begin, e.what());
+  }
+  TORCH_INTERNAL_ASSERT(results.size() == targets.size(), "lowering of ", QualifiedName(op),
+                        " returned ", results.size(), " values for ", targets.size(), " outputs");
+  std::vector<exec::DeviceStorage*> written;
+  for (size_t r = 0; r < targets.size(); ++r) {
+    if (!targets[r].defined() || targets[r].numel() == 0) continue;
+    TORCH_INTERNAL_ASSERT(results[r].shape() == ctx.outputs[r].shape, "lowering of ",
+                          QualifiedName(op), " produced shape ",
+                          c10::IntArrayRef(results[r].shape()), ", expected ", targets[r].sizes());
+    const bool grown = r < ctx.growing_results.size() && ctx.growing_results[r] &&
+                       WriteGrowing(targets[r], ctx.growing_results[r]);
+    if (!grown) WriteTensor(targets[r], WithLazyBits(targets[r], results[r]));
+    written.push_back(StorageOf(targets[r]));
+  }
+  for (const auto& [index, value] : ctx.argument_writes) {
+    const at::Tensor& target = args[schema_index.at(index)].toTensor();
+    TORCH_INTERNAL_ASSERT(value.shape() == ir::Shape(target.sizes().vec()), "lowering of ",
+                          QualifiedName(op), " wrote a value of the wrong shape");
+    WriteTensor(target, WithLazyBits(target, value));
+    written.push_back(StorageOf(target));
+  }
+  if (exec::DetectingLoops()) exec::NoteRecordedOp(StructuralHash(ctx.name, ctx));
+  FinishWrites(written);
+  return true;
+}
+
 void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
   const size_t begin = stack->size() - num_arguments;
-  const std::string lowering_name = LoweringName(op.operator_name());
-  ops::Lowering lowering = ops::FindLowering(lowering_name);
+  const auto [lowering_name, lowering] = Resolve(op);
   if (lowering == nullptr) {
     if (CpuFallbackEnabled()) return CpuFallback(op, stack);
     ReportUnsupported(op, *stack, begin, "");
@@ -502,155 +691,27 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   if (lowering_name == "fill" && UploadSmallFill(schema, *stack, begin)) return;
   const c10::Device device = OpDevice(*stack, begin);
   const c10::Stack args(stack->begin() + begin, stack->end());
+  CheckOutOverlaps(schema, args);
 
-  // out= tensors get the CPU's overlap checks: meta functions do not make them (in-place ops were
-  // checked before they reached us).
-  for (size_t i = 0; i < num_arguments; ++i) {
-    const auto& schema_arg = schema.arguments()[i];
-    const auto* alias = schema_arg.alias_info();
-    if (alias == nullptr || !alias->isWrite() || !schema_arg.kwarg_only() || !args[i].isTensor()) {
-      continue;
-    }
-    const at::Tensor& out = args[i].toTensor();
-    at::assert_no_internal_overlap(out);
-    for (size_t j = 0; j < num_arguments; ++j) {
-      const auto* input_alias = schema.arguments()[j].alias_info();
-      if (j == i || !args[j].isTensor() || (input_alias != nullptr && input_alias->isWrite())) {
-        continue;
-      }
-      at::assert_no_partial_overlap(out, args[j].toTensor());
-    }
-  }
+  const std::shared_ptr<const MetaOutputs> meta_outputs = RunMeta(op, args, *stack, begin);
+  if (!meta_outputs) return CpuFallback(op, stack);
 
-  // 1. PyTorch's meta function: argument checks, output shapes and dtypes, out= resizing.
-  // Memoized on the arguments' metadata (aten/meta_cache.h).
-  const size_t num_returns = schema.returns().size();
-  const std::optional<std::string> meta_key = MetaKey(op, args);
-  std::optional<std::vector<MetaOutput>> meta_outputs;
-  if (meta_key) meta_outputs = FindMeta(*meta_key);
-  // A hit that would resize an out= argument runs the meta function anyway, for its warning.
-  if (meta_outputs && !WriteTargetsMatch(schema, args, *meta_outputs)) meta_outputs.reset();
-  if (!meta_outputs) {
-    c10::Stack meta(args.size());
-    for (size_t i = 0; i < args.size(); ++i) {
-      // Generators do not affect shapes, and PyTorch's Python meta functions reject them.
-      meta[i] = args[i].isGenerator() ? c10::IValue() : ToDevice(args[i], ToMeta);
-    }
-    try {
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
-    } catch (const c10::NotImplementedError& e) {
-      if (CpuFallbackEnabled()) return CpuFallback(op, stack);
-      ReportUnsupported(op, *stack, begin, "it has no meta function");
-    }
-    meta_outputs.emplace();
-    for (size_t r = 0; r < num_returns; ++r) {
-      if (meta[r].isNone() || (meta[r].isTensor() && !meta[r].toTensor().defined())) {
-        meta_outputs->push_back({{}, {}, at::kFloat, /*defined=*/false});
-        continue;
-      }
-      if (!meta[r].isTensor()) ReportUnsupported(op, *stack, begin, "non-tensor results");
-      const at::Tensor& m = meta[r].toTensor();
-      meta_outputs->push_back({m.sizes().vec(), m.strides().vec(), m.scalar_type()});
-    }
-    if (meta_key) StoreMeta(*meta_key, *meta_outputs);
-  }
-
-  // 2. Output tensors: in-place/out= arguments (resized as the meta run did), or fresh ones.
-  std::vector<at::Tensor> targets;
   ops::LoweringContext ctx;
   ctx.name = lowering_name;
   ctx.overload = op.operator_name().overload_name;
   ctx.make_scalar_parameter = ScalarParameter;
-  for (size_t r = 0; r < num_returns; ++r) {
-    const MetaOutput& m = (*meta_outputs)[r];
-    const int write_argument = WrittenArgument(schema, r);
-    at::Tensor target;
-    if (!m.defined) {
-      targets.push_back(target);
-      ctx.outputs.emplace_back();
-      continue;
-    }
-    if (write_argument >= 0) {
-      target = args[write_argument].toTensor();
-      if (target.sizes() != c10::IntArrayRef(m.sizes) ||
-          target.strides() != c10::IntArrayRef(m.strides)) {
-        ResizeTpu(target, m.sizes, m.strides);
-      }
-    } else {
-      target = EmptyTpu(m.sizes, m.strides, m.dtype, device.index());
-    }
-    targets.push_back(target);
-    ctx.outputs.push_back(ir::TensorType{ToDType(m.dtype), ir::Shape(m.sizes)});
-  }
+  ctx.append_bucket = exec::AppendBucket;
+  std::vector<at::Tensor> targets = MakeOutputs(schema, args, *meta_outputs, device, ctx);
 
   bool any_elements = false;
   for (const auto& t : targets) any_elements |= t.defined() && t.numel() > 0;
-  bool use_cpu = false;
   if (any_elements) {
-    Translate([&] {
-      // 3. Arguments as graph values (out= arguments are outputs, not inputs).
-      at::native::ResultTypeState promotion{};
-      std::vector<size_t> schema_index;  // per ctx.args entry: its schema argument
-      bool any_tensor = false;
-      for (size_t i = 0; i < num_arguments; ++i) {
-        const auto& schema_arg = schema.arguments()[i];
-        const auto* alias = schema_arg.alias_info();
-        if (alias != nullptr && alias->isWrite() && schema_arg.kwarg_only()) continue;
-        schema_index.push_back(i);
-        ctx.args.push_back(ToArgument(schema_arg, args[i], device.index()));
-        UpdatePromotion(promotion, args[i]);
-        any_tensor |= args[i].isTensor() || args[i].isTensorList();
-      }
-      if (any_tensor) {
-        const at::ScalarType promoted = at::native::result_type(promotion);
-        if (IsSupportedDType(promoted)) ctx.promoted = ToDType(promoted);
-      }
-      AppendRandomKey(op, args, device.index(), ctx);
-      // Deferred nodes remember what recorded them, to be named if their program fails.
-      std::optional<ir::RecordingOrigin> origin;
-      if (exec::Deferring()) origin.emplace(RecordingSite(op));
-
-      // 4. Lower, then write each result through its output's view.
-      std::vector<ir::Value> results;
-      try {
-        if (HasComplex(ctx) && !ComplexUnchecked() && !ops::AcceptsComplex(lowering_name)) {
-          throw ops::UnsupportedError("complex64 is not supported by this op on tpu yet");
-        }
-        results = lowering(ctx);
-      } catch (const ops::UnsupportedError& e) {
-        // The lowering exists but not for these arguments: the same path as a missing op.
-        if (CpuFallbackEnabled()) {
-          use_cpu = true;
-          return 0;
-        }
-        ReportUnsupported(op, *stack, begin, e.what());
-      }
-      TORCH_INTERNAL_ASSERT(results.size() == targets.size(), "lowering of ", QualifiedName(op),
-                            " returned ", results.size(), " values for ", targets.size(),
-                            " outputs");
-      std::vector<exec::DeviceStorage*> written;
-      for (size_t r = 0; r < targets.size(); ++r) {
-        if (!targets[r].defined() || targets[r].numel() == 0) continue;
-        TORCH_INTERNAL_ASSERT(results[r].shape() == ctx.outputs[r].shape, "lowering of ",
-                              QualifiedName(op), " produced shape ",
-                              c10::IntArrayRef(results[r].shape()), ", expected ",
-                              targets[r].sizes());
-        WriteTensor(targets[r], WithLazyBits(targets[r], results[r]));
-        written.push_back(StorageOf(targets[r]));
-      }
-      for (const auto& [index, value] : ctx.argument_writes) {
-        const at::Tensor& target = args[schema_index.at(index)].toTensor();
-        TORCH_INTERNAL_ASSERT(value.shape() == ir::Shape(target.sizes().vec()), "lowering of ",
-                              QualifiedName(op), " wrote a value of the wrong shape");
-        WriteTensor(target, WithLazyBits(target, value));
-        written.push_back(StorageOf(target));
-      }
-      if (exec::DetectingLoops()) exec::NoteRecordedOp(StructuralHash(lowering_name, ctx));
-      FinishWrites(written);
-      return 0;
+    const bool lowered = Translate([&] {
+      const std::vector<size_t> schema_index = ReadArguments(op, args, device, ctx);
+      return LowerAndWrite(op, lowering, args, schema_index, targets, ctx, *stack, begin);
     });
+    if (!lowered) return CpuFallback(op, stack);
   }
-  if (use_cpu) return CpuFallback(op, stack);
   stack->erase(stack->begin() + begin, stack->end());
   for (auto& t : targets) stack->push_back(std::move(t));
 }

@@ -87,7 +87,7 @@ bool AppendValue(std::string& key, const c10::IValue& v) {
 
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<std::string, std::vector<MetaOutput>> entries;
+  std::unordered_map<std::string, std::shared_ptr<const MetaOutputs>> entries;
 };
 
 Cache& GetCache() {
@@ -100,25 +100,23 @@ constexpr size_t kMaxEntries = 1 << 16;
 
 }  // namespace
 
-std::optional<std::string> MetaKey(const c10::OperatorHandle& op, const c10::Stack& args) {
-  std::string key;
-  key.reserve(256);
+bool MetaKey(const c10::OperatorHandle& op, const c10::Stack& args, std::string& key) {
+  key.clear();
   Append(key, &op.schema());  // schemas live as long as the process
   for (const c10::IValue& v : args) {
-    if (!AppendValue(key, v)) return std::nullopt;
+    if (!AppendValue(key, v)) return false;
   }
-  return key;
+  return true;
 }
 
-std::optional<std::vector<MetaOutput>> FindMeta(const std::string& key) {
+std::shared_ptr<const MetaOutputs> FindMeta(const std::string& key) {
   Cache& cache = GetCache();
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto found = cache.entries.find(key);
-  if (found == cache.entries.end()) return std::nullopt;
-  return found->second;
+  return found == cache.entries.end() ? nullptr : found->second;
 }
 
-void StoreMeta(const std::string& key, std::vector<MetaOutput> outputs) {
+void StoreMeta(const std::string& key, std::shared_ptr<const MetaOutputs> outputs) {
   Cache& cache = GetCache();
   std::lock_guard<std::mutex> lock(cache.mutex);
   if (cache.entries.size() >= kMaxEntries) cache.entries.clear();

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,9 +21,13 @@ struct MetaOutput {
   bool defined = true;  // false for a result the op leaves undefined (an output_mask false)
 };
 
-// The key of one call, or nullopt when an argument is of a kind the key cannot describe.
-std::optional<std::string> MetaKey(const c10::OperatorHandle& op, const c10::Stack& args);
-std::optional<std::vector<MetaOutput>> FindMeta(const std::string& key);
-void StoreMeta(const std::string& key, std::vector<MetaOutput> outputs);
+using MetaOutputs = std::vector<MetaOutput>;
+
+// Builds the key of one call into `key`, reusing its capacity (one key per op call is built, so
+// no allocation on the way); false when an argument is of a kind the key cannot describe.
+bool MetaKey(const c10::OperatorHandle& op, const c10::Stack& args, std::string& key);
+// Shared, not copied: a hit costs no allocation.
+std::shared_ptr<const MetaOutputs> FindMeta(const std::string& key);
+void StoreMeta(const std::string& key, std::shared_ptr<const MetaOutputs> outputs);
 
 }  // namespace torch_tpu::aten

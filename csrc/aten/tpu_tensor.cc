@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "exec/context.h"
+#include "exec/graph_plan.h"
 #include "exec/pending.h"
 #include "exec/profile.h"
 #include "ops/builder.h"
@@ -257,7 +258,68 @@ namespace {
 
 ops::Scalar CpuScalarValue(const at::Tensor& tensor) { return ToScalar(tensor.item()); }
 
+// The storage's value to read views of `dtype` through, and its length in `dtype` elements: a
+// padded growing value whose elements lead it is read as it is (a view of its first elements
+// does not depend on the padding), any other is compacted to the storage's elements.
+ir::Value ReadStorage(exec::DeviceStorage* storage, ir::DType dtype, int64_t* elements) {
+  ir::Value value = storage->Read(dtype);
+  *elements = storage->elements(dtype);
+  if (!storage->padded()) return value;
+  const exec::GrowingLayout& layout = *storage->growing();
+  if (layout.logical_prefix()) {
+    *elements =
+        value.shape()[0] * static_cast<int64_t>(ir::ByteSize(value.dtype()) / ir::ByteSize(dtype));
+    return value;
+  }
+  return ops::CompactGrowing(value, layout.padded_shape, layout.dim, layout.length);
+}
+
+// Whether a tensor is its whole storage, contiguous, as the storage's element type.
+bool IsWholeStorageOf(const at::Tensor& tensor, exec::DeviceStorage* storage, ir::DType dtype) {
+  return tensor.storage_offset() == 0 && tensor.is_contiguous() && !tensor.is_conj() &&
+         !tensor.is_neg() &&
+         storage->nbytes() == static_cast<size_t>(tensor.numel()) * ir::ByteSize(dtype);
+}
+
+ir::Shape SizesOf(const at::Tensor& tensor) {
+  return ir::Shape(tensor.sizes().begin(), tensor.sizes().end());
+}
+
 }  // namespace
+
+ops::GrowingValue ReadGrowing(const at::Tensor& tensor) {
+  if (!tensor.is_privateuseone()) return {};
+  exec::DeviceStorage* storage = StorageOf(tensor);
+  const exec::GrowingLayout* layout = storage->growing();
+  if (layout == nullptr || exec::ActiveGraphCapture() != nullptr) return {};
+  const ir::DType dtype = ToDType(tensor.scalar_type());
+  if (storage->element_type() != dtype || !IsWholeStorageOf(tensor, storage, dtype) ||
+      !layout->Describes(SizesOf(tensor))) {
+    return {};
+  }
+  ops::GrowingValue grown;
+  grown.padded = ops::Reshape(storage->Read(dtype), layout->padded_shape);
+  grown.dim = layout->dim;
+  grown.length = layout->length;
+  ops::Scalar length;
+  length.i = layout->length;
+  grown.length_parameter = ScalarParameter(length, ir::DType::kS64);
+  return grown;
+}
+
+bool WriteGrowing(const at::Tensor& tensor, const ops::GrowingValue& value) {
+  if (exec::ActiveGraphCapture() != nullptr) return false;
+  exec::DeviceStorage* storage = StorageOf(tensor);
+  const ir::DType dtype = ToDType(tensor.scalar_type());
+  exec::GrowingLayout layout{value.padded.shape(), value.dim, value.length};
+  if (value.padded.dtype() != dtype || !IsWholeStorageOf(tensor, storage, dtype) ||
+      !layout.Describes(SizesOf(tensor))) {
+    return false;
+  }
+  const int64_t elements = layout.physical_elements();
+  storage->WriteGrowing(ops::Reshape(value.padded, {elements}), std::move(layout));
+  return true;
+}
 
 ir::Value ReadTensor(const at::Tensor& tensor) {
   if (!tensor.is_privateuseone()) {
@@ -268,10 +330,10 @@ ir::Value ReadTensor(const at::Tensor& tensor) {
   }
   const ir::DType dtype = ToDType(tensor.scalar_type());
   exec::DeviceStorage* storage = StorageOf(tensor);
-  ir::Value value = storage->Read(dtype);
+  int64_t elements = 0;
+  ir::Value value = ReadStorage(storage, dtype, &elements);
   ir::Shape sizes(tensor.sizes().begin(), tensor.sizes().end());
   std::vector<int64_t> strides(tensor.strides().begin(), tensor.strides().end());
-  const int64_t elements = storage->elements(dtype);
   ir::Value offset;
   if (!ops::CoversWholeStorage(elements, sizes, strides)) {
     ops::Scalar s;
@@ -303,7 +365,9 @@ void WriteTensor(const at::Tensor& tensor, const ir::Value& value) {
     s.i = tensor.storage_offset();
     offset = ScalarParameter(s, ir::DType::kS64);
   }
-  storage->Write(ops::WriteView(storage->Read(storage_dtype), update, sizes, strides, offset));
+  int64_t storage_elements = 0;
+  storage->Write(ops::WriteView(ReadStorage(storage, storage_dtype, &storage_elements), update,
+                                sizes, strides, offset));
 }
 
 void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
@@ -363,7 +427,11 @@ void GrowStorage(const c10::Storage& storage, size_t nbytes) {
   if (old_storage->initialized() && old_storage->nbytes() > 0) {
     const ir::DType type = old_storage->element_type();
     SyncForHostRead(old_storage);
-    ir::Value old_value = old_storage->Read(type);
+    int64_t old_elements = 0;
+    ir::Value old_value = ReadStorage(old_storage, type, &old_elements);
+    if (old_elements != old_storage->elements(type)) {
+      old_value = ops::SliceAxis(old_value, 0, 0, old_storage->elements(type));
+    }
     const int64_t grow = new_storage->elements(type) - old_storage->elements(type);
     new_storage->Write(ops::Pad(old_value, ops::Constant(0, type), {0}, {grow}, {0}));
     Translate([&] { exec::Materialize({new_storage}, "resize"); });
@@ -391,7 +459,7 @@ namespace {
 bool IsWholeContiguousStorage(const at::Tensor& tensor) {
   exec::DeviceStorage* storage = StorageOf(tensor);
   const ir::DType dtype = ToDType(tensor.scalar_type());
-  return (!storage->initialized() || storage->element_type() == dtype) &&
+  return (!storage->initialized() || storage->element_type() == dtype) && !storage->padded() &&
          ops::CoversWholeStorage(
              storage->elements(dtype), ir::Shape(tensor.sizes().begin(), tensor.sizes().end()),
              std::vector<int64_t>(tensor.strides().begin(), tensor.strides().end())) &&

@@ -32,6 +32,12 @@ ops::Scalar ToScalar(const c10::Scalar& scalar);
 ir::Value ReadTensor(const at::Tensor& tensor);
 // Writes `value` (the tensor's shape; converted to its dtype) through the tensor's view.
 void WriteTensor(const at::Tensor& tensor, const ir::Value& value);
+// A tensor that is the whole of a storage grown by appending, in its padded form
+// (exec/bucketing.h); an empty value for any other tensor.
+ops::GrowingValue ReadGrowing(const at::Tensor& tensor);
+// Writes `value` as the new value of `tensor`'s storage, laid out padded, when the tensor is its
+// whole storage, contiguous; false (nothing written) otherwise.
+bool WriteGrowing(const at::Tensor& tensor, const ops::GrowingValue& value);
 // Runs (strict, debug) or defers (fused) the pending writes of `tensors`.
 void FinishWrites(const std::vector<exec::DeviceStorage*>& storages);
 // Makes the storage's buffer current before a host read.

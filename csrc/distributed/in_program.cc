@@ -317,6 +317,7 @@ std::shared_ptr<runtime::Buffer> DenseBuffer(const at::Tensor& tensor) {
   exec::DeviceStorage* storage = aten::StorageOf(tensor);
   const bool whole = tensor.is_contiguous() && tensor.storage_offset() == 0 &&
                      storage->initialized() && storage->element_type() == dtype &&
+                     !storage->padded() &&
                      storage->nbytes() == static_cast<size_t>(tensor.numel()) * ir::ByteSize(dtype);
   const at::Tensor dense = whole ? tensor : tensor.clone(at::MemoryFormat::Contiguous);
   exec::DeviceStorage* dense_storage = aten::StorageOf(dense);

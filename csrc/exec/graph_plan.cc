@@ -28,7 +28,8 @@ GraphCapture::GraphCapture(std::vector<DeviceStorage*> inputs)
   usable_ = PendingCount() == 0;
   for (DeviceStorage* storage : inputs_) {
     // An input with no buffer (pending, or never written: read as zeros) is not a parameter.
-    usable_ = usable_ && !storage->pending() && storage->buffer() != nullptr;
+    // A padded (growing) input's buffer is longer than the storage: not a fixed parameter type.
+    usable_ = usable_ && !storage->pending() && storage->buffer() != nullptr && !storage->padded();
     input_buffers_.push_back(storage->buffer().get());
   }
 }

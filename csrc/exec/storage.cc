@@ -56,7 +56,7 @@ DeviceStorage::DeviceStorage(size_t nbytes, int device) : nbytes_(nbytes), devic
 }
 
 DeviceStorage::~DeviceStorage() {
-  GetMemoryStats(device_).Remove(static_cast<int64_t>(nbytes_));
+  GetMemoryStats(device_).Remove(static_cast<int64_t>(nbytes_) + padding_bytes_);
   if (pending_sequence_ != 0) ForgetPending(this);
 }
 
@@ -67,7 +67,7 @@ ir::Value DeviceStorage::Read(ir::DType reader_dtype) {
   }
   if (!parameter_) {
     parameter_ =
-        ir::MakeBufferParameter(buffer_, ir::TensorType{element_type_, {elements(element_type_)}});
+        ir::MakeBufferParameter(buffer_, ir::TensorType{element_type_, {value_elements()}});
   }
   return parameter_;
 }
@@ -77,10 +77,38 @@ void DeviceStorage::Write(const ir::Value& value) {
     has_type_ = true;
     element_type_ = value.dtype();
   }
+  if (growing_ &&
+      (value.dtype() != element_type_ || value.shape()[0] != growing_->physical_elements())) {
+    SetGrowing(std::nullopt);
+  }
   pending_ = value;
 }
 
+void DeviceStorage::WriteGrowing(const ir::Value& value, GrowingLayout layout) {
+  has_type_ = true;
+  element_type_ = value.dtype();
+  SetGrowing(std::move(layout));
+  pending_ = value;
+}
+
+// The padding counts in the memory stats as what it is: device memory this storage holds.
+void DeviceStorage::SetGrowing(std::optional<GrowingLayout> layout) {
+  growing_ = std::move(layout);
+  const int64_t padding = growing_ ? (growing_->physical_elements() - elements(element_type_)) *
+                                         static_cast<int64_t>(ir::ByteSize(element_type_))
+                                   : 0;
+  auto& stats = GetMemoryStats(device_);
+  stats.Add(padding);
+  stats.Remove(padding_bytes_);
+  padding_bytes_ = padding;
+}
+
 void DeviceStorage::SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType element_type) {
+  if (growing_) SetGrowing(std::nullopt);
+  InstallBuffer(std::move(buffer), element_type);
+}
+
+void DeviceStorage::InstallBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType element_type) {
   // The new buffer is counted before the old one is released, so a copy shows in the peak;
   // a donated buffer was already released (the memory is reused).
   auto& stats = GetMemoryStats(device_);
@@ -219,7 +247,11 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   const int64_t loaded_before = executables_loaded();
   try {
     outputs = RunProgram(program, donated, device_index, reason);
-    if (cut && executables_loaded() != loaded_before) NoteCompiledCut(program);
+    // A cut that writes padded growing values recompiles when a bucket fills (bucketing.h), at
+    // exponentially spaced steps: expected, not volatile.
+    const bool bucketed = std::any_of(targets.begin(), targets.end(),
+                                      [](const DeviceStorage* target) { return target->padded(); });
+    if (cut && !bucketed && executables_loaded() != loaded_before) NoteCompiledCut(program);
     if (GraphCapture* capture = ActiveGraphCapture()) capture->OnCut(program, targets);
   } catch (const runtime::PjrtError& e) {
     // A program of several ops is replayed op by op to name the one that failed.
@@ -239,7 +271,7 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   }
   program = ir::Program{};  // release graph references before installing results
   for (size_t r = 0; r < targets.size(); ++r) {
-    targets[r]->SetBuffer(outputs[r], outputs[r] ? results[r].dtype() : results[r].dtype());
+    targets[r]->InstallBuffer(outputs[r], results[r].dtype());
   }
   NoteLaunched(outputs);
   metrics.execute_time_ns +=

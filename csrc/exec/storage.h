@@ -3,9 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "exec/bucketing.h"
 #include "ir/graph.h"
 #include "runtime/pjrt.h"
 
@@ -32,11 +34,20 @@ class DeviceStorage {
   uint64_t pending_sequence() const { return pending_sequence_; }
   void set_pending_sequence(uint64_t sequence) { pending_sequence_ = sequence; }
 
-  // The storage's 1-D value for use inside a program; never null.
+  // The storage's 1-D value for use inside a program; never null. With a padded growing layout
+  // it is the padded array (growing()), longer than elements().
   ir::Value Read(ir::DType reader_dtype);
-  // Sets a new pending 1-D value (the element type becomes fixed on the first write).
+  // Sets a new pending 1-D value (the element type becomes fixed on the first write). A value of
+  // another length than the growing layout's ends that layout.
   void Write(const ir::Value& value);
-  // Installs a materialized buffer (uploads, cross-device copies, program results).
+  // Sets a new pending value laid out as `layout` describes (exec/bucketing.h).
+  void WriteGrowing(const ir::Value& value, GrowingLayout layout);
+  // The layout of a storage grown by appending, or null.
+  const GrowingLayout* growing() const { return growing_ ? &*growing_ : nullptr; }
+  // Whether the value is longer than the storage (a padded growing layout).
+  bool padded() const { return growing_ && growing_->padded(); }
+  // Installs a materialized buffer of exactly the storage's size (uploads, cross-device copies,
+  // compiled-graph results).
   void SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType element_type);
   // The materialized buffer; call Materialize first if pending.
   const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
@@ -55,6 +66,14 @@ class DeviceStorage {
   ir::Value parameter_;  // cached parameter node over buffer_
   ir::Value pending_;
   uint64_t pending_sequence_ = 0;
+  std::optional<GrowingLayout> growing_;
+  int64_t padding_bytes_ = 0;  // counted in the memory stats beyond nbytes_
+  void SetGrowing(std::optional<GrowingLayout> layout);
+  // The value's length in elements of its type: the growing layout's, or the storage's.
+  int64_t value_elements() const {
+    return growing_ ? growing_->physical_elements() : elements(element_type_);
+  }
+  void InstallBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType element_type);
 };
 
 // Runs the pending values of `storages` as one program (donating buffers nothing else needs).

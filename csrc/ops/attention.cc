@@ -80,8 +80,22 @@ Value WithLastAxis(const Value& rows, const Shape& shape) {
 // tpu::scaled_dot_product_attention(query, key, value, attn_bias?, is_causal, scale?)
 // -> (output (*, L, Ev), logsumexp (B, H, L) f32)
 std::vector<Value> AttentionForwardLowering(LoweringContext& ctx) {
-  const Value query = ctx.tensor(0), key = ctx.tensor(1), value = ctx.tensor(2);
-  const Value bias = ctx.is_tensor(3) ? ctx.tensor(3) : Value{};
+  const Value query = ctx.tensor(0);
+  Value key = ctx.tensor(1), value = ctx.tensor(2);
+  Value bias = ctx.is_tensor(3) ? ctx.tensor(3) : Value{};
+  // Keys and values grown by appending (a KV cache, exec/bucketing.h) are read padded to their
+  // bucket and the padding masked out: decoding compiles once per bucket, not per length.
+  const GrowingValue grown_key = ctx.growing(1), grown_value = ctx.growing(2);
+  const int64_t keys_axis = query.rank() - 2;
+  if (!bias && grown_key && grown_value && grown_key.dim == keys_axis &&
+      grown_value.dim == keys_axis && grown_key.length == grown_value.length &&
+      grown_key.padded.shape()[keys_axis] == grown_value.padded.shape()[keys_axis]) {
+    key = grown_key.padded;
+    value = grown_value.padded;
+    const int64_t bucket = key.shape()[keys_axis];
+    bias = Compare(Iota(TensorType{DType::kS64, {bucket}}, 0),
+                   BroadcastTo(grown_key.length_parameter, {bucket}), "LT");
+  }
   const Attention a = Setup(query, ctx, 5);
   const Value scores = Scores(a, query, key, bias, ctx.bool_arg(4));
   const Value max = FiniteRowMax(scores);

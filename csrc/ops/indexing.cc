@@ -6,11 +6,13 @@
 // raise as on the CPU. Reads follow XLA's gather (the index is clamped into range), writes follow
 // XLA's scatter (the update is dropped). Negative indices wrap where PyTorch accepts them (x[idx],
 // index_put, take, put).
+#include <algorithm>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
 
 #include "ops/builder.h"
+#include "ops/matrix.h"
 #include "ops/type_names.h"
 
 namespace torch_tpu::ops {
@@ -177,6 +179,34 @@ Value AtLeast1D(const Value& v) { return v.rank() == 0 ? Reshape(v, {1}) : v; }
 
 // ---- Lowerings ----
 
+// cat([grown, appended], dim) in growing form (exec/bucketing.h). Onto a tensor already grown by
+// appending along dim, the result is padded to a bucket and `appended` written at the runtime
+// length, so the program depends on the buckets, not on the length: appending a token to a KV
+// cache compiles once per bucket. Any other cat of two parts marks its result as grown, unpadded.
+GrowingValue AppendedGrowing(const LoweringContext& ctx, int64_t dim, const Value& concatenated) {
+  const TensorType& out = ctx.output();
+  const Value& appended = ctx.arg(0).tensors[1];
+  const GrowingValue grown = ctx.growing(0, 0);
+  GrowingValue result;
+  result.dim = dim;
+  result.length = out.shape[dim];
+  const int64_t bucket =
+      grown && grown.dim == dim ? ctx.append_bucket(grown.length, appended.shape()[dim]) : 0;
+  if (bucket == 0) {
+    result.padded = concatenated;
+    return result;
+  }
+  const Value base = Convert(grown.padded, out.dtype);
+  const int64_t bucket_in = base.shape()[dim];
+  std::vector<int64_t> high(out.rank(), 0);
+  high[dim] = std::max(bucket, bucket_in) - bucket_in;
+  const Value padded = Pad(base, Constant(0, out.dtype), std::vector<int64_t>(out.rank(), 0), high,
+                           std::vector<int64_t>(out.rank(), 0));
+  result.padded = DynamicUpdateSliceAt(padded, Convert(appended, out.dtype), dim,
+                                       Convert(grown.length_parameter, DType::kS32));
+  return result;
+}
+
 std::vector<Value> CatLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
   const int64_t dim = NormalizeDim(ctx.int_arg(1, 0), out.rank());
@@ -185,7 +215,13 @@ std::vector<Value> CatLowering(LoweringContext& ctx) {
   for (const Value& v : ctx.arg(0).tensors) {
     if (ir::NumElements(v.shape()) > 0) parts.push_back(Convert(v, out.dtype));
   }
-  return {Concatenate(parts, dim)};
+  Value result = Concatenate(parts, dim);
+  const auto& tensors = ctx.arg(0).tensors;
+  if (ctx.append_bucket != nullptr && tensors.size() == 2 && parts.size() == 2 &&
+      tensors[0].rank() == out.rank() && tensors[1].rank() == out.rank()) {
+    ctx.growing_results = {AppendedGrowing(ctx, dim, result)};
+  }
+  return {result};
 }
 
 std::vector<Value> FlipLowering(LoweringContext& ctx) {

@@ -30,6 +30,18 @@ struct Scalar {
   bool IsZero() const { return ToDouble() == 0 && imag == 0; }
 };
 
+// A tensor whose dimension `dim` grew by appending (exec/bucketing.h), as its padded value:
+// `padded` has the tensor's shape but along `dim`, where its first `length` positions are the
+// tensor's and the rest zeros. `length_parameter` holds `length` as a runtime s64 scalar, so a
+// program that masks with it does not depend on the length, only on the padded size.
+struct GrowingValue {
+  Value padded;
+  Value length_parameter;
+  int64_t dim = -1;
+  int64_t length = 0;
+  explicit operator bool() const { return static_cast<bool>(padded); }
+};
+
 struct Argument {
   enum class Kind {
     kNone,
@@ -59,6 +71,9 @@ struct Argument {
   std::vector<double> doubles;  // kDoubleList
   std::string text;
   DType dtype = DType::kF32;
+  // Per tensor (one for kTensor, one per list entry for kTensorList), when its storage grew by
+  // appending; empty when none did. Lowerings that can mask padding use it (cat, attention).
+  std::vector<GrowingValue> growing;
 };
 
 class LoweringContext {
@@ -73,12 +88,19 @@ class LoweringContext {
   // New values for arguments the op mutates without returning them (native_batch_norm's running
   // stats): (index into args, value of the argument's exact shape and dtype).
   std::vector<std::pair<size_t, Value>> argument_writes;
+  // Growing layouts (exec/bucketing.h): the padded size after appending to a grown dimension (0:
+  // leave it unpadded), and the results a lowering also gives in growing form (per result; its
+  // plain value is still returned, for outputs that cannot take the layout).
+  int64_t (*append_bucket)(int64_t length, int64_t appended) = nullptr;
+  std::vector<GrowingValue> growing_results;
 
   size_t size() const { return args.size(); }
   bool has(size_t i) const { return i < args.size() && args[i].kind != Argument::Kind::kNone; }
   const Argument& arg(size_t i) const;
   bool is_tensor(size_t i) const { return has(i) && args[i].kind == Argument::Kind::kTensor; }
   Value tensor(size_t i) const;
+  // The growing form of tensor argument i (entry `entry` of a list), or an empty one.
+  GrowingValue growing(size_t i, size_t entry = 0) const;
   // A tensor converted to dtype, or a scalar as a runtime parameter of dtype.
   Value value(size_t i, DType dtype) const;
   Scalar scalar(size_t i) const;
@@ -131,6 +153,10 @@ Value WriteView(const Value& storage, const Value& update, const Shape& sizes,
 // True when the view is the whole storage, contiguous, so no offset is needed.
 bool CoversWholeStorage(int64_t storage_elements, const Shape& sizes,
                         const std::vector<int64_t>& strides);
+// The tensor a padded growing value holds (1-D, as the storage holds it), as a contiguous 1-D
+// value of its own elements.
+Value CompactGrowing(const Value& padded_1d, const Shape& padded_shape, int64_t dim,
+                     int64_t length);
 // Reinterprets a 1-D value as another dtype with the same bytes (bitcast_convert).
 Value Reinterpret1D(const Value& value, DType dtype);
 

@@ -43,6 +43,12 @@ Value LoweringContext::tensor(size_t i) const {
   return a.tensor;
 }
 
+GrowingValue LoweringContext::growing(size_t i, size_t entry) const {
+  if (!has(i)) return {};
+  const Argument& a = args[i];
+  return entry < a.growing.size() ? a.growing[entry] : GrowingValue{};
+}
+
 Value LoweringContext::value(size_t i, DType dtype) const {
   const Argument& a = arg(i);
   if (a.kind == Argument::Kind::kTensor && !a.host_scalar) return Convert(a.tensor, dtype);

@@ -207,6 +207,12 @@ Value ReadView(const Value& storage_value, DType dtype, const Shape& sizes,
   return BroadcastInDim(compact, sizes, target_dims);
 }
 
+Value CompactGrowing(const Value& padded_1d, const Shape& padded_shape, int64_t dim,
+                     int64_t length) {
+  const Value tensor = SliceAxis(Reshape(padded_1d, padded_shape), dim, 0, length);
+  return Reshape(tensor, {ir::NumElements(tensor.shape())});
+}
+
 Value WriteView(const Value& storage_value, const Value& update, const Shape& sizes,
                 const std::vector<int64_t>& strides, const Value& offset) {
   const DType dtype = update.dtype();

@@ -128,7 +128,9 @@ class CompiledGraphPlan {
       }
       if (!t.is_privateuseone() || t.device().index() != plan_.device) return py::none();
       exec::DeviceStorage* storage = aten::StorageOf(t);
-      if (storage->pending() || storage->buffer() == nullptr) return py::none();
+      if (storage->pending() || storage->buffer() == nullptr || storage->padded()) {
+        return py::none();
+      }
       storages.push_back(storage);
     }
     if (!SharesAs(storages, sharing_)) return py::none();

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <future>
 
+#include "exec/bucketing.h"
 #include "runtime/pjrt.h"
 
 namespace torch_tpu::runtime {
@@ -183,3 +184,29 @@ TEST(CompileOptions, EncodingIsNonEmptyAndStable) {
 
 }  // namespace
 }  // namespace torch_tpu::runtime
+
+TEST(GrowingLayout, BucketsArePowersOfTwoFromTheFloor) {
+  EXPECT_EQ(torch_tpu::exec::BucketLength(1), 16);
+  EXPECT_EQ(torch_tpu::exec::BucketLength(16), 16);
+  EXPECT_EQ(torch_tpu::exec::BucketLength(17), 32);
+  EXPECT_EQ(torch_tpu::exec::BucketLength(1000), 1024);
+}
+
+TEST(GrowingLayout, OnlySmallAppendsArePadded) {
+  EXPECT_EQ(torch_tpu::exec::AppendBucket(8, 1), 16);   // a token onto a cache
+  EXPECT_EQ(torch_tpu::exec::AppendBucket(40, 8), 64);  // a chunk of 8 onto 40
+  EXPECT_EQ(torch_tpu::exec::AppendBucket(8, 8), 0);    // two halves
+  EXPECT_EQ(torch_tpu::exec::AppendBucket(3, 1), 0);    // too short to grow from
+  EXPECT_EQ(torch_tpu::exec::AppendBucket(8, 0), 0);
+}
+
+TEST(GrowingLayout, DescribesTheTensorItPads) {
+  const torch_tpu::exec::GrowingLayout layout{{2, 3, 16, 4}, 2, 11};
+  EXPECT_TRUE(layout.padded());
+  EXPECT_EQ(layout.physical_elements(), 2 * 3 * 16 * 4);
+  EXPECT_TRUE(layout.Describes({2, 3, 11, 4}));
+  EXPECT_FALSE(layout.Describes({2, 3, 16, 4}));
+  EXPECT_FALSE(layout.Describes({2, 3, 11}));
+  EXPECT_FALSE(layout.logical_prefix());  // heads before the grown dim interleave the padding
+  EXPECT_TRUE((torch_tpu::exec::GrowingLayout{{1, 16}, 1, 9}).logical_prefix());
+}

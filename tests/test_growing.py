@@ -1,0 +1,174 @@
+"""Growing shapes (csrc/exec/bucketing.h): a tensor grown by appending with cat, step after step
+(a KV cache, the ids generate() extends), is kept padded to a power-of-two bucket with its true
+length passed as a runtime scalar, so n appends compile O(log n) programs, not n. Its values,
+views, writes and attention over it match the CPU at every step, in strict and fused mode."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import assert_close, make
+
+import torch_tpu
+import torch_tpu.metrics
+
+TPU = torch.device("tpu")
+MODES = ["strict", "defer_and_fuse"]
+
+
+def programs_loaded() -> int:
+    """Executables this process needed that were not in memory: compiled, or read from disk."""
+    snapshot = torch_tpu.metrics.snapshot()
+    return snapshot["compiles"] + snapshot["disk_cache_hits"]
+
+
+# (shape of the first part, the dim that grows): a KV cache (batch, heads, length, head_dim), a
+# batch of ids (batch, length), and a dim 0 that grows.
+LAYOUTS = [((2, 3, 6, 5), 2), ((2, 7), -1), ((9, 3), 0)]
+
+
+def appended_part(shape, dim, dtype, seed):
+    shape = list(shape)
+    shape[dim] = 1
+    return make(shape, dtype, seed=seed)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize(("shape", "dim"), LAYOUTS, ids=["kv", "ids", "dim0"])
+def test_appending_matches_cpu_at_every_step(shape, dim, dtype, mode):
+    expected = make(shape, dtype, seed=0)
+    with torch_tpu.execution_mode(mode):
+        actual = expected.to(TPU)
+        for step in range(40):
+            part = appended_part(shape, dim, dtype, seed=step + 1)
+            expected = torch.cat([expected, part], dim=dim)
+            actual = torch.cat([actual, part.to(TPU)], dim=dim)
+            if step % 7 == 0 or step > 35:
+                # The whole tensor, its newest position, a reduction over the grown dim.
+                assert_close(actual, expected)
+                assert_close(actual.narrow(dim, -1, 1), expected.narrow(dim, -1, 1))
+                if dtype != torch.bfloat16:
+                    assert_close(actual.sum(dim), expected.sum(dim))
+                assert actual.is_contiguous()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_appending_compiles_per_bucket_not_per_length(mode):
+    # Odd sizes: programs no other test has compiled. Lengths 34..64 share one bucket (64).
+    cache = make((1, 3, 10, 7)).to(TPU)
+    query = make((1, 3, 1, 7)).to(TPU)
+    volatile_before = torch_tpu.metrics.snapshot()["volatile_programs"]
+    with torch_tpu.execution_mode(mode):
+        for step in range(24):
+            cache = torch.cat([cache, make((1, 3, 1, 7), seed=step).to(TPU)], dim=2)
+            F.scaled_dot_product_attention(query, cache, cache).cpu()
+        assert cache.shape[2] == 34
+        before = programs_loaded()
+        for step in range(30):
+            cache = torch.cat([cache, make((1, 3, 1, 7), seed=step).to(TPU)], dim=2)
+            F.scaled_dot_product_attention(query, cache, cache).cpu()
+        assert programs_loaded() == before
+        # Bucketed growth is the cure for shapes that change every step, not a volatile site.
+        assert torch_tpu.metrics.snapshot()["volatile_programs"] == volatile_before
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_attention_over_a_grown_cache_matches_cpu(is_causal, mode):
+    key, value = make((2, 4, 8, 16), seed=1), make((2, 4, 8, 16), seed=2)
+    tpu_key, tpu_value = key.to(TPU), value.to(TPU)
+    with torch_tpu.execution_mode(mode):
+        for step in range(20):
+            new_key, new_value = make((2, 4, 1, 16), seed=10 + step), make((2, 4, 1, 16), seed=50 + step)
+            key, value = torch.cat([key, new_key], 2), torch.cat([value, new_value], 2)
+            tpu_key = torch.cat([tpu_key, new_key.to(TPU)], 2)
+            tpu_value = torch.cat([tpu_value, new_value.to(TPU)], 2)
+            query = make((2, 4, 2, 16), seed=90 + step)
+            expected = F.scaled_dot_product_attention(query, key, value, is_causal=is_causal)
+            actual = F.scaled_dot_product_attention(query.to(TPU), tpu_key, tpu_value, is_causal=is_causal)
+            assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+        # A boolean mask over the true length takes the unpadded path; it still matches.
+        mask = torch.rand(2, 1, 2, key.shape[2], generator=torch.Generator().manual_seed(3)) > 0.3
+        expected = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+        actual = F.scaled_dot_product_attention(query.to(TPU), tpu_key, tpu_value, attn_mask=mask.to(TPU))
+        assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def grown(shape, dim, steps, dtype=torch.float32):
+    """A CPU tensor and its tpu copy, both grown by `steps` appends (the tpu one is padded)."""
+    expected = make(shape, dtype, seed=0)
+    actual = expected.to(TPU)
+    for step in range(steps):
+        part = appended_part(shape, dim, dtype, seed=step + 1)
+        expected, actual = torch.cat([expected, part], dim), torch.cat([actual, part.to(TPU)], dim)
+    return expected, actual
+
+
+@pytest.mark.parametrize(("shape", "dim"), LAYOUTS, ids=["kv", "ids", "dim0"])
+def test_writes_views_and_copies_of_a_grown_tensor_match_cpu(shape, dim):
+    expected, actual = grown(shape, dim, steps=5)
+    # Through views: a write to the newest position, then to the whole tensor in place.
+    expected.narrow(dim, -1, 1).fill_(7)
+    actual.narrow(dim, -1, 1).fill_(7)
+    assert_close(actual, expected)
+    view, expected_view = actual.transpose(0, -1), expected.transpose(0, -1)
+    assert_close(view * 2, expected_view * 2)
+    assert_close(actual.flatten()[3:11], expected.flatten()[3:11])
+    expected.mul_(3)
+    actual.mul_(3)
+    assert_close(actual, expected)
+    # Appending goes on after the writes, and copies see the right elements.
+    for step in range(6):
+        part = appended_part(shape, dim, torch.float32, seed=100 + step)
+        expected, actual = torch.cat([expected, part], dim), torch.cat([actual, part.to(TPU)], dim)
+    assert torch.equal(actual.cpu(), expected)
+    assert_close(actual.clone(), expected)
+    assert_close(actual.to(torch.bfloat16), expected.to(torch.bfloat16))
+    assert torch.equal(torch.from_numpy(actual.cpu().numpy()), expected)
+    # Storage-level access: the untyped storage holds the tensor's elements, not its padding.
+    assert actual.untyped_storage().nbytes() == expected.untyped_storage().nbytes()
+    assert torch.equal(torch.empty(0).set_(actual.untyped_storage().cpu()), expected.flatten())
+    # Resizing keeps the elements (the padding is not among them).
+    resized, expected_resized = actual.clone(), expected.clone()
+    assert_close(actual.view(-1), expected.view(-1))
+    actual.resize_(actual.numel() + 4)
+    expected.resize_(expected.numel() + 4)
+    assert_close(actual[: resized.numel()], expected_resized.view(-1))
+
+
+def test_cat_out_into_a_view_and_type_promotion_match_cpu():
+    expected, actual = grown((2, 3, 6, 5), 2, steps=4)
+    part = make((2, 3, 1, 5), torch.bfloat16, seed=7)
+    # f32 cache + bf16 token: the result is f32, the token converted.
+    assert_close(torch.cat([actual, part.to(TPU)], 2), torch.cat([expected, part], 2))
+    # out= into a view of a larger buffer cannot take the padded layout: written through the view.
+    out, expected_out = torch.zeros(2, 3, 12, 5, device=TPU), torch.zeros(2, 3, 12, 5)
+    torch.cat([actual, part.float().to(TPU)], 2, out=out[:, :, :11])
+    torch.cat([expected, part.float()], 2, out=expected_out[:, :, :11])
+    assert_close(out, expected_out)
+    # A cat of comparable parts is not padded, and a cat onto it is exact.
+    halves = torch.cat([actual, actual], 2)
+    assert_close(torch.cat([halves, part.float().to(TPU)], 2), torch.cat([expected, expected, part.float()], 2))
+
+
+def test_grown_tensor_as_a_compiled_function_input_matches_cpu(fresh_dynamo):
+    expected, actual = grown((2, 3, 6, 5), 2, steps=12)
+
+    def f(x):
+        return (x * 2).softmax(-2) + 1
+
+    compiled = torch.compile(f, backend="tpu")
+    for _ in range(2):
+        assert_close(compiled(actual), f(expected))
+
+
+def test_padding_counts_in_memory_and_is_freed():
+    torch.tpu.synchronize()
+    baseline = torch.tpu.memory_allocated()
+    expected, actual = grown((1, 2, 20, 8), 2, steps=5)  # length 25, padded to 32
+    assert_close(actual, expected)
+    assert torch.tpu.memory_allocated() - baseline == 1 * 2 * 32 * 8 * 4
+    del actual
+    assert torch.tpu.memory_allocated() == baseline
