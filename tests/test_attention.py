@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TPU, assert_close, make, noncontiguous
+from conftest import TPU, assert_close, make, noncontiguous, raises_like_cpu
 
 import torch_tpu
 
@@ -103,10 +103,30 @@ def test_one_program_each_way():
     assert "host read" not in torch_tpu.metrics.snapshot()["sync_reasons"]  # no read inside attention
 
 
-def test_grouped_query_attention_and_dropout_take_the_math_path():
-    q, k, v = make((2, 4, 5, 8)), make((2, 2, 5, 8)), make((2, 2, 5, 8))
-    expected = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    assert_close(F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), v.to(TPU), enable_gqa=True), expected, **TOL)
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_attention_is_one_program_each_way_and_matches_the_cpu(causal):
+    # Six query heads over two key/value heads: each key/value head serves three query heads.
+    q, k, v = make((2, 6, 5, 8), seed=1), make((2, 2, 7, 8), seed=2), make((2, 2, 7, 8), seed=3)
+    cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+    tpu = [t.to(TPU).requires_grad_() for t in (q, k, v)]
+    expected = F.scaled_dot_product_attention(*cpu, is_causal=causal, enable_gqa=True)
+    torch.tpu.synchronize()
+    torch_tpu.metrics.reset()
+    actual = F.scaled_dot_product_attention(*tpu, is_causal=causal, enable_gqa=True)
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics.snapshot()["executions"] == 1
+    assert_close(actual, expected, **TOL)
+    grad = make(tuple(expected.shape), seed=4)
+    expected.backward(grad)
+    actual.backward(grad.to(TPU))
+    for name, device_input, cpu_input in zip("qkv", tpu, cpu, strict=False):
+        assert device_input.grad.shape == cpu_input.grad.shape, name
+        assert_close(device_input.grad, cpu_input.grad, **TOL)
+
+
+def test_grouped_query_attention_errors_and_dropout_match_the_cpu():
+    q, k, v = make((2, 4, 5, 8)), make((2, 3, 5, 8)), make((2, 3, 5, 8))
+    raises_like_cpu(lambda device: F.scaled_dot_product_attention(*(t.to(device) for t in (q, k, v)), enable_gqa=True))
     torch.manual_seed(0)
     dropped = F.scaled_dot_product_attention(q.to(TPU), q.to(TPU), q.to(TPU), dropout_p=0.5)
     assert dropped.shape == q.shape and torch.isfinite(dropped.cpu()).all()

@@ -149,18 +149,36 @@ def test_assisted_decoding_matches_cpu(name):
     assert torch.equal(actual.cpu(), expected)
 
 
-def test_greedy_generate_compiles_per_bucket_of_the_cache_length():
+def long_context(name: str):
+    """The test's model with room for 72 positions: no pad_token_id in the config (with one and no
+    attention mask, every forward checks the ids for it on the host, a second cut per token)."""
+    torch.manual_seed(0)
+    if name == "gpt2":
+        config = GPT2Config(
+            n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=128, bos_token_id=EOS, eos_token_id=EOS
+        )
+        return GPT2LMHeadModel(config).eval()
+    config = LlamaConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,  # grouped-query attention
+        vocab_size=VOCAB,
+        max_position_embeddings=128,
+        bos_token_id=EOS,
+        eos_token_id=EOS,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_greedy_generate_compiles_per_bucket_of_the_cache_length(name):
     # The default DynamicCache appends a token per step, so keys, values and ids grow: they are
     # kept padded to power-of-two buckets (csrc/exec/bucketing.h), and each new length is no new
     # program. Programs are counted from an empty in-memory cache (a disk hit counts as one).
-    # The config has no pad_token_id: with one and no attention mask, every forward checks the
-    # ids for it on the host (warn_if_padding_and_no_attention_mask), a second cut per token.
-    torch.manual_seed(0)
-    config = GPT2Config(
-        n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=128, bos_token_id=EOS, eos_token_id=EOS
-    )
-    cpu = GPT2LMHeadModel(config).eval()
-    device_model = GPT2LMHeadModel(config).eval()
+    cpu = long_context(name)
+    device_model = type(cpu)(cpu.config).eval()
     device_model.load_state_dict(cpu.state_dict())
     device_model.to(TPU)
     ids = tokens((1, 8), seed=6)

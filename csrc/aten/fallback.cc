@@ -569,6 +569,8 @@ std::vector<at::Tensor> MakeOutputs(const c10::FunctionSchema& schema, const c10
                                     const std::vector<MetaOutput>& meta_outputs, c10::Device device,
                                     ops::LoweringContext& ctx) {
   std::vector<at::Tensor> targets;
+  targets.reserve(meta_outputs.size());
+  ctx.outputs.reserve(meta_outputs.size());
   for (size_t r = 0; r < meta_outputs.size(); ++r) {
     const MetaOutput& m = meta_outputs[r];
     const int write_argument = WrittenArgument(schema, r);
@@ -600,6 +602,8 @@ std::vector<size_t> ReadArguments(const c10::OperatorHandle& op, const c10::Stac
   const auto& schema = op.schema();
   at::native::ResultTypeState promotion{};
   std::vector<size_t> schema_index;
+  schema_index.reserve(schema.arguments().size());
+  ctx.args.reserve(schema.arguments().size());
   bool any_tensor = false;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto& schema_arg = schema.arguments()[i];

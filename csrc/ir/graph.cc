@@ -79,26 +79,40 @@ RecordingOrigin::~RecordingOrigin() { g_origin = std::move(saved_); }
 
 uint64_t RecordedNodeCount() { return g_recorded_nodes.load(std::memory_order_relaxed); }
 
-std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operands,
-                               std::vector<TensorType> results, std::string attributes,
-                               std::vector<Region> regions) {
+namespace {
+std::shared_ptr<Node> NewOpNode(const std::string& op, std::vector<Value> operands,
+                                std::vector<TensorType> results, std::string attributes) {
   g_recorded_nodes.fetch_add(1, std::memory_order_relaxed);
   auto node = std::make_shared<Node>();
   node->op = op;
   node->operands = std::move(operands);
   node->results = std::move(results);
   node->attributes = std::move(attributes);
-  node->regions = std::move(regions);
   node->origin = g_origin;
+  return node;
+}
+}  // namespace
+
+std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operands,
+                               std::vector<TensorType> results, std::string attributes,
+                               std::vector<Region> regions) {
+  auto node = NewOpNode(op, std::move(operands), std::move(results), std::move(attributes));
+  node->regions = std::move(regions);
   std::vector<Value> values;
-  for (size_t i = 0; i < node->results.size(); ++i)
+  values.reserve(node->results.size());
+  for (size_t i = 0; i < node->results.size(); ++i) {
     values.push_back(Value{node, static_cast<int>(i)});
+  }
   return values;
 }
 
+// Most nodes have one result: no vector of values on the way (one allocation less per node).
 Value MakeOp(const std::string& op, std::vector<Value> operands, TensorType result,
              std::string attributes) {
-  return MakeMultiOp(op, std::move(operands), {std::move(result)}, std::move(attributes))[0];
+  std::vector<TensorType> results;
+  results.reserve(1);
+  results.push_back(std::move(result));
+  return Value{NewOpNode(op, std::move(operands), std::move(results), std::move(attributes)), 0};
 }
 
 Value MakeBufferParameter(std::shared_ptr<const void> buffer, TensorType type) {

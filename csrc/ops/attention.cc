@@ -3,7 +3,8 @@
 // _scaled_dot_product_fused_attention_overrideable_backward. The forward keeps the row
 // log-sum-exp, so the backward recomputes the probabilities without a second softmax.
 //
-// Shapes: query (*, L, E), key (*, S, E), value (*, S, Ev), the same leading dims (B, H or H); the
+// Shapes: query (*, L, E), key (*, S, E), value (*, S, Ev), the same leading dims (B, H or H), or
+// for grouped-query attention key/value heads that divide the query's (RepeatHeads); the
 // log-sum-exp is (B, H, L), B = 1 for 3-D inputs, as PyTorch's meta function has it; a bias (bool:
 // keep where true; float: added) broadcasts to (*, L, S); is_causal keeps key j <= query i. Rows
 // with every key masked give zeros, as PyTorch's math path does (_safe_softmax). Scores and
@@ -65,6 +66,24 @@ Value Scores(const Attention& a, const Value& query, const Value& key, const Val
   return scores;
 }
 
+// Grouped-query attention: key/value (B, Hkv, S, E) with Hkv dividing the query's H heads, each
+// key/value head serving H / Hkv consecutive query heads (repeat_interleave, as enable_gqa).
+Value RepeatHeads(const Value& x, int64_t heads) {
+  if (x.rank() != 4 || x.shape()[1] == heads) return x;
+  const Shape& s = x.shape();
+  const int64_t group = heads / s[1];
+  const Value repeated = BroadcastInDim(x, {s[0], s[1], group, s[2], s[3]}, {0, 1, 3, 4});
+  return Reshape(repeated, {s[0], heads, s[2], s[3]});
+}
+
+// The gradient of a repeated key/value, summed back over each head's group.
+Value SumHeadGroups(const Value& grad, int64_t kv_heads) {
+  if (grad.rank() != 4 || grad.shape()[1] == kv_heads) return grad;
+  const Shape& s = grad.shape();
+  const Value grouped = Reshape(grad, {s[0], kv_heads, s[1] / kv_heads, s[2], s[3]});
+  return SumOver(grouped, {2});
+}
+
 // Subtracting a row's max keeps exp in range; a row with no key left has max -inf, and 0 is
 // subtracted instead (its exps are all 0).
 Value FiniteRowMax(const Value& scores) {
@@ -96,6 +115,9 @@ std::vector<Value> AttentionForwardLowering(LoweringContext& ctx) {
     bias = Compare(Iota(TensorType{DType::kS64, {bucket}}, 0),
                    BroadcastTo(grown_key.length_parameter, {bucket}), "LT");
   }
+  const int64_t heads = query.rank() == 4 ? query.shape()[1] : 0;
+  key = RepeatHeads(key, heads);
+  value = RepeatHeads(value, heads);
   const Attention a = Setup(query, ctx, 5);
   const Value scores = Scores(a, query, key, bias, ctx.bool_arg(4));
   const Value max = FiniteRowMax(scores);
@@ -125,7 +147,10 @@ Value SumToShape(const Value& x, const Shape& shape) {
 // attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
 // is_causal, philox_seed, philox_offset, scale) -> (grad_query, grad_key, grad_value, grad_bias)
 std::vector<Value> AttentionBackwardLowering(LoweringContext& ctx) {
-  const Value query = ctx.tensor(1), key = ctx.tensor(2), value = ctx.tensor(3);
+  const Value query = ctx.tensor(1);
+  const int64_t heads = query.rank() == 4 ? query.shape()[1] : 0;
+  const int64_t kv_heads = ctx.tensor(2).rank() == 4 ? ctx.tensor(2).shape()[1] : 0;
+  const Value key = RepeatHeads(ctx.tensor(2), heads), value = RepeatHeads(ctx.tensor(3), heads);
   const Value bias = ctx.is_tensor(4) ? ctx.tensor(4) : Value{};
   if (ctx.double_arg(12) != 0) throw UnsupportedError("attention dropout");
   const Attention a = Setup(query, ctx, 16);
@@ -158,8 +183,9 @@ std::vector<Value> AttentionBackwardLowering(LoweringContext& ctx) {
   if (bias && bias.dtype() != DType::kBool && ir::NumElements(ctx.output(3).shape) > 0) {
     grad_bias = Convert(SumToShape(grad_scores, bias.shape()), ctx.output(3).dtype);
   }
-  return {Convert(grad_query, ctx.output(0).dtype), Convert(grad_key, ctx.output(1).dtype),
-          Convert(grad_value, ctx.output(2).dtype), grad_bias};
+  return {Convert(grad_query, ctx.output(0).dtype),
+          Convert(SumHeadGroups(grad_key, kv_heads), ctx.output(1).dtype),
+          Convert(SumHeadGroups(grad_value, kv_heads), ctx.output(2).dtype), grad_bias};
 }
 
 LoweringRegistrar registrar({

@@ -4,8 +4,8 @@
 ``_fused_sdp_choice`` stub, csrc/aten/attention.cc). tpu answers OVERRIDEABLE, so attention is
 ``aten::_scaled_dot_product_fused_attention_overrideable``: one op (one program in strict mode,
 with no host read) computed by ``tpu::scaled_dot_product_attention``, whose lowering keeps the
-row log-sum-exp for the backward op (both in ``csrc/ops/attention.cc``). Dropout and
-grouped-query attention with fewer key/value heads take PyTorch's math path instead.
+row log-sum-exp for the backward op (both in ``csrc/ops/attention.cc``). Grouped-query attention
+(``enable_gqa``, fewer key/value heads) takes this path too; dropout takes PyTorch's math path.
 """
 
 from __future__ import annotations
