@@ -57,18 +57,27 @@ def test_appending_matches_cpu_at_every_step(shape, dim, dtype, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_appending_compiles_per_bucket_not_per_length(mode):
     # Odd sizes: programs no other test has compiled. Lengths 34..64 share one bucket (64).
+    # Alongside, a batch of 3 id rows, read a column at a time (the newest ids, a batch's last token).
     cache = make((1, 3, 10, 7)).to(TPU)
     query = make((1, 3, 1, 7)).to(TPU)
+    ids = torch.zeros(3, 10, dtype=torch.int64, device=TPU)
     volatile_before = torch_tpu.metrics.snapshot()["volatile_programs"]
+
+    def step(seed):
+        nonlocal cache, ids
+        cache = torch.cat([cache, make((1, 3, 1, 7), seed=seed).to(TPU)], dim=2)
+        F.scaled_dot_product_attention(query, cache, cache).cpu()
+        ids = torch.cat([ids, torch.full((3, 1), seed, device=TPU)], dim=1)
+        assert ids[:, -1].tolist() == [seed] * 3
+        assert (ids[:, -2] + 1).tolist() == [seed] * 3 or seed == 0
+
     with torch_tpu.execution_mode(mode):
-        for step in range(24):
-            cache = torch.cat([cache, make((1, 3, 1, 7), seed=step).to(TPU)], dim=2)
-            F.scaled_dot_product_attention(query, cache, cache).cpu()
-        assert cache.shape[2] == 34
+        for seed in range(24):
+            step(seed)
+        assert cache.shape[2] == 34 and ids.shape[1] == 34
         before = programs_loaded()
-        for step in range(30):
-            cache = torch.cat([cache, make((1, 3, 1, 7), seed=step).to(TPU)], dim=2)
-            F.scaled_dot_product_attention(query, cache, cache).cpu()
+        for seed in range(24, 54):
+            step(seed)
         assert programs_loaded() == before
         # Bucketed growth is the cure for shapes that change every step, not a volatile site.
         assert torch_tpu.metrics.snapshot()["volatile_programs"] == volatile_before

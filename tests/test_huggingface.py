@@ -172,8 +172,8 @@ def long_context(name: str):
     return LlamaForCausalLM(config).eval()
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_greedy_generate_compiles_per_bucket_of_the_cache_length(name):
+@pytest.mark.parametrize(("name", "masked_batch"), [("gpt2", False), ("llama", False), ("gpt2", True)])
+def test_greedy_generate_compiles_per_bucket_of_the_cache_length(name, masked_batch):
     # The default DynamicCache appends a token per step, so keys, values and ids grow: they are
     # kept padded to power-of-two buckets (csrc/exec/bucketing.h), and each new length is no new
     # program. Programs are counted from an empty in-memory cache (a disk hit counts as one).
@@ -181,15 +181,19 @@ def test_greedy_generate_compiles_per_bucket_of_the_cache_length(name):
     device_model = type(cpu)(cpu.config).eval()
     device_model.load_state_dict(cpu.state_dict())
     device_model.to(TPU)
-    ids = tokens((1, 8), seed=6)
-    expected = cpu.generate(ids, max_new_tokens=64, min_new_tokens=64, do_sample=False, pad_token_id=PAD)
+    # A batch of two with its attention mask (all ones: the mask grows with the ids), or one prompt.
+    ids = tokens((2, 8) if masked_batch else (1, 8), seed=6)
+    mask = {"attention_mask": torch.ones_like(ids)} if masked_batch else {}
+    options = dict(do_sample=False, pad_token_id=PAD)
+    expected = cpu.generate(ids, max_new_tokens=64, min_new_tokens=64, **mask, **options)
 
     def programs(new_tokens: int, mode: str) -> int:
         torch_tpu._C._clear_memory_cache()
         torch_tpu.metrics.reset()
         with torch_tpu.execution_mode(mode):
-            options = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=PAD)
-            actual = device_model.generate(ids.to(TPU), **options)
+            device_mask = {name: value.to(TPU) for name, value in mask.items()}
+            lengths = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens)
+            actual = device_model.generate(ids.to(TPU), **device_mask, **lengths, **options)
         assert torch.equal(actual.cpu(), expected[:, : 8 + new_tokens])
         snapshot = torch_tpu.metrics.snapshot()
         return snapshot["compiles"] + snapshot["disk_cache_hits"]

@@ -330,14 +330,25 @@ ir::Value ReadTensor(const at::Tensor& tensor) {
   }
   const ir::DType dtype = ToDType(tensor.scalar_type());
   exec::DeviceStorage* storage = StorageOf(tensor);
-  int64_t elements = 0;
-  ir::Value value = ReadStorage(storage, dtype, &elements);
   ir::Shape sizes(tensor.sizes().begin(), tensor.sizes().end());
   std::vector<int64_t> strides(tensor.strides().begin(), tensor.strides().end());
+  int64_t storage_offset = tensor.storage_offset();
+  int64_t elements = 0;
+  ir::Value value;
+  const exec::GrowingLayout* layout = storage->growing();
+  if (storage->padded() && !layout->logical_prefix() && storage->element_type() == dtype &&
+      layout->MapView(sizes, strides, storage_offset)) {
+    // A view within rows of a padded tensor (a column of a batch of ids) reads the padded array
+    // directly: its program depends on the bucket, not on the length.
+    value = storage->Read(dtype);
+    elements = layout->physical_elements();
+  } else {
+    value = ReadStorage(storage, dtype, &elements);
+  }
   ir::Value offset;
   if (!ops::CoversWholeStorage(elements, sizes, strides)) {
     ops::Scalar s;
-    s.i = tensor.storage_offset();
+    s.i = storage_offset;
     offset = ScalarParameter(s, ir::DType::kS64);
   }
   return ops::ReadView(value, dtype, sizes, strides, offset);

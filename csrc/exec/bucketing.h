@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -29,6 +30,11 @@ struct GrowingLayout {
   // Whether a contiguous tensor of `sizes` starting at the storage's first element is the one
   // this layout describes.
   bool Describes(const ir::Shape& sizes) const;
+  // Rewrites a view of the tensor (`strides` and `offset` in its elements, `sizes` kept) as the
+  // same view of the padded array, when the view stays within single positions of the dims
+  // before `dim` (a column of ids, a row of a cache): its strides and offset then depend on the
+  // bucket, not on the length. False (nothing changed) for any other view.
+  bool MapView(const ir::Shape& sizes, std::vector<int64_t>& strides, int64_t& offset) const;
 };
 
 // The padded size for a dimension of `length`: a power of two, at least TORCH_TPU_BUCKET_FLOOR

@@ -210,3 +210,24 @@ TEST(GrowingLayout, DescribesTheTensorItPads) {
   EXPECT_FALSE(layout.logical_prefix());  // heads before the grown dim interleave the padding
   EXPECT_TRUE((torch_tpu::exec::GrowingLayout{{1, 16}, 1, 9}).logical_prefix());
 }
+
+TEST(GrowingLayout, MapsViewsWithinRowsToThePaddedArray) {
+  // Ids (3, 11) padded to (3, 16): the last column is offset 10, stride 11 -> offset 10, stride 16.
+  const torch_tpu::exec::GrowingLayout ids{{3, 16}, 1, 11};
+  std::vector<int64_t> strides{11};
+  int64_t offset = 10;
+  EXPECT_TRUE(ids.MapView({3}, strides, offset));
+  EXPECT_EQ(strides, std::vector<int64_t>{16});
+  EXPECT_EQ(offset, 10);
+  // Row 2, positions 4..8: offset 26 -> 36, the inner stride unchanged.
+  strides = {1};
+  offset = 26;
+  EXPECT_TRUE(ids.MapView({5}, strides, offset));
+  EXPECT_EQ(offset, 36);
+  EXPECT_EQ(strides, std::vector<int64_t>{1});
+  // A flat view across rows has no such form.
+  strides = {1};
+  offset = 5;
+  EXPECT_FALSE(ids.MapView({12}, strides, offset));
+  EXPECT_EQ(offset, 5);
+}
