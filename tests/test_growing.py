@@ -147,6 +147,14 @@ def test_writes_views_and_copies_of_a_grown_tensor_match_cpu(shape, dim):
     assert_close(actual[: resized.numel()], expected_resized.view(-1))
 
 
+@pytest.mark.parametrize(("shape", "dim"), [((1, 8), 1), ((2, 8), 1)], ids=["row", "batch"])
+def test_a_grown_tensor_viewed_as_another_dtype_matches_cpu(shape, dim):
+    # Bytes grown to 20 per row (padded to 32), read as int32 (5 per row).
+    expected, actual = grown(shape, dim, steps=12, dtype=torch.uint8)
+    assert torch.equal(actual.view(torch.int32).cpu(), expected.view(torch.int32))
+    assert torch.equal(actual.view(torch.int32)[:, -1].cpu(), expected.view(torch.int32)[:, -1])
+
+
 def test_cat_out_into_a_view_and_type_promotion_match_cpu():
     expected, actual = grown((2, 3, 6, 5), 2, steps=4)
     part = make((2, 3, 1, 5), torch.bfloat16, seed=7)

@@ -267,8 +267,8 @@ ir::Value ReadStorage(exec::DeviceStorage* storage, ir::DType dtype, int64_t* el
   if (!storage->padded()) return value;
   const exec::GrowingLayout& layout = *storage->growing();
   if (layout.logical_prefix()) {
-    *elements =
-        value.shape()[0] * static_cast<int64_t>(ir::ByteSize(value.dtype()) / ir::ByteSize(dtype));
+    *elements = value.shape()[0] * static_cast<int64_t>(ir::ByteSize(value.dtype())) /
+                static_cast<int64_t>(ir::ByteSize(dtype));
     return value;
   }
   return ops::CompactGrowing(value, layout.padded_shape, layout.dim, layout.length);
