@@ -48,14 +48,15 @@ struct ResolvedOp {
   ops::Lowering lowering = nullptr;
 };
 
-ResolvedOp Resolve(const c10::OperatorHandle& op) {
+// Null when the op has no lowering.
+const ResolvedOp* Resolve(const c10::OperatorHandle& op) {
   thread_local std::unordered_map<const c10::FunctionSchema*, ResolvedOp> resolved;
   const c10::FunctionSchema* key = &op.schema();
-  if (auto found = resolved.find(key); found != resolved.end()) return found->second;
-  ResolvedOp result{LoweringName(op.operator_name()), nullptr};
-  result.lowering = ops::FindLowering(result.name);
-  if (result.lowering != nullptr) resolved.emplace(key, result);
-  return result;
+  if (auto found = resolved.find(key); found != resolved.end()) return &found->second;
+  std::string name = LoweringName(op.operator_name());
+  const ops::Lowering lowering = ops::FindLowering(name);
+  if (lowering == nullptr) return nullptr;
+  return &resolved.emplace(key, ResolvedOp{std::move(name), lowering}).first->second;
 }
 
 std::string QualifiedName(const c10::OperatorHandle& op) {
@@ -671,8 +672,8 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
   const size_t begin = stack->size() - num_arguments;
-  const auto [lowering_name, lowering] = Resolve(op);
-  if (lowering == nullptr) {
+  const ResolvedOp* resolved = Resolve(op);
+  if (resolved == nullptr) {
     if (CpuFallbackEnabled()) return CpuFallback(op, stack);
     ReportUnsupported(op, *stack, begin, "");
   }
@@ -691,6 +692,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     if (v.isTensor() && !check(v.toTensor())) return CpuFallback(op, stack);
   }
   MoveCpuIndicesToDevice(schema, *stack, begin);
+  const std::string& lowering_name = resolved->name;
   if (lowering_name == "index") ExpandBooleanIndices(*stack, begin);
   if (lowering_name == "fill" && UploadSmallFill(schema, *stack, begin)) return;
   const c10::Device device = OpDevice(*stack, begin);
@@ -712,7 +714,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   if (any_elements) {
     const bool lowered = Translate([&] {
       const std::vector<size_t> schema_index = ReadArguments(op, args, device, ctx);
-      return LowerAndWrite(op, lowering, args, schema_index, targets, ctx, *stack, begin);
+      return LowerAndWrite(op, resolved->lowering, args, schema_index, targets, ctx, *stack, begin);
     });
     if (!lowered) return CpuFallback(op, stack);
   }

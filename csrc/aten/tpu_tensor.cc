@@ -274,11 +274,15 @@ ir::Value ReadStorage(exec::DeviceStorage* storage, ir::DType dtype, int64_t* el
   return ops::CompactGrowing(value, layout.padded_shape, layout.dim, layout.length);
 }
 
-// Whether a tensor is its whole storage, contiguous, as the storage's element type.
-bool IsWholeStorageOf(const at::Tensor& tensor, exec::DeviceStorage* storage, ir::DType dtype) {
-  return tensor.storage_offset() == 0 && tensor.is_contiguous() && !tensor.is_conj() &&
-         !tensor.is_neg() &&
-         storage->nbytes() == static_cast<size_t>(tensor.numel()) * ir::ByteSize(dtype);
+// Whether a tensor is all of its storage's bytes, contiguous from the first.
+bool IsWholeStorageOf(const at::Tensor& tensor, exec::DeviceStorage* storage) {
+  return tensor.storage_offset() == 0 && tensor.is_contiguous() &&
+         storage->nbytes() == static_cast<size_t>(tensor.numel()) * tensor.itemsize();
+}
+
+// The same, with no lazy conjugate or negative bit: its logical values are its stored ones.
+bool IsPlainWholeStorageOf(const at::Tensor& tensor, exec::DeviceStorage* storage) {
+  return !tensor.is_conj() && !tensor.is_neg() && IsWholeStorageOf(tensor, storage);
 }
 
 ir::Shape SizesOf(const at::Tensor& tensor) {
@@ -293,7 +297,7 @@ ops::GrowingValue ReadGrowing(const at::Tensor& tensor) {
   const exec::GrowingLayout* layout = storage->growing();
   if (layout == nullptr || exec::ActiveGraphCapture() != nullptr) return {};
   const ir::DType dtype = ToDType(tensor.scalar_type());
-  if (storage->element_type() != dtype || !IsWholeStorageOf(tensor, storage, dtype) ||
+  if (storage->element_type() != dtype || !IsPlainWholeStorageOf(tensor, storage) ||
       !layout->Describes(SizesOf(tensor))) {
     return {};
   }
@@ -312,7 +316,7 @@ bool WriteGrowing(const at::Tensor& tensor, const ops::GrowingValue& value) {
   exec::DeviceStorage* storage = StorageOf(tensor);
   const ir::DType dtype = ToDType(tensor.scalar_type());
   exec::GrowingLayout layout{value.padded.shape(), value.dim, value.length};
-  if (value.padded.dtype() != dtype || !IsWholeStorageOf(tensor, storage, dtype) ||
+  if (value.padded.dtype() != dtype || !IsPlainWholeStorageOf(tensor, storage) ||
       !layout.Describes(SizesOf(tensor))) {
     return false;
   }
@@ -330,7 +334,7 @@ ir::Value ReadTensor(const at::Tensor& tensor) {
   }
   const ir::DType dtype = ToDType(tensor.scalar_type());
   exec::DeviceStorage* storage = StorageOf(tensor);
-  ir::Shape sizes(tensor.sizes().begin(), tensor.sizes().end());
+  ir::Shape sizes = SizesOf(tensor);
   std::vector<int64_t> strides(tensor.strides().begin(), tensor.strides().end());
   int64_t storage_offset = tensor.storage_offset();
   int64_t elements = 0;
@@ -357,7 +361,7 @@ ir::Value ReadTensor(const at::Tensor& tensor) {
 void WriteTensor(const at::Tensor& tensor, const ir::Value& value) {
   const ir::DType dtype = ToDType(tensor.scalar_type());
   exec::DeviceStorage* storage = StorageOf(tensor);
-  ir::Shape sizes(tensor.sizes().begin(), tensor.sizes().end());
+  ir::Shape sizes = SizesOf(tensor);
   std::vector<int64_t> strides(tensor.strides().begin(), tensor.strides().end());
   ir::Value update = ops::Convert(value, dtype);
   if (update.shape() != sizes) update = ops::BroadcastTo(update, sizes);
@@ -471,10 +475,7 @@ bool IsWholeContiguousStorage(const at::Tensor& tensor) {
   exec::DeviceStorage* storage = StorageOf(tensor);
   const ir::DType dtype = ToDType(tensor.scalar_type());
   return (!storage->initialized() || storage->element_type() == dtype) && !storage->padded() &&
-         ops::CoversWholeStorage(
-             storage->elements(dtype), ir::Shape(tensor.sizes().begin(), tensor.sizes().end()),
-             std::vector<int64_t>(tensor.strides().begin(), tensor.strides().end())) &&
-         storage->nbytes() == static_cast<size_t>(tensor.numel()) * tensor.itemsize();
+         IsWholeStorageOf(tensor, storage);
 }
 
 // Copies a contiguous host tensor into a new device buffer of shape `dims`: a transfer to the

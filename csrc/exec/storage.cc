@@ -249,9 +249,11 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
     outputs = RunProgram(program, donated, device_index, reason);
     // A cut that writes padded growing values recompiles when a bucket fills (bucketing.h), at
     // exponentially spaced steps: expected, not volatile.
-    const bool bucketed = std::any_of(targets.begin(), targets.end(),
-                                      [](const DeviceStorage* target) { return target->padded(); });
-    if (cut && !bucketed && executables_loaded() != loaded_before) NoteCompiledCut(program);
+    auto bucketed = [&] {
+      return std::any_of(targets.begin(), targets.end(),
+                         [](const DeviceStorage* target) { return target->padded(); });
+    };
+    if (cut && executables_loaded() != loaded_before && !bucketed()) NoteCompiledCut(program);
     if (GraphCapture* capture = ActiveGraphCapture()) capture->OnCut(program, targets);
   } catch (const runtime::PjrtError& e) {
     // A program of several ops is replayed op by op to name the one that failed.
