@@ -84,6 +84,42 @@ def test_appending_compiles_per_bucket_not_per_length(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_reordering_a_grown_cache_by_beam_matches_cpu_and_compiles_per_bucket(mode):
+    # Beam search: each step the cache's batch rows are reordered with index_select (dim 0, the
+    # beams), then a token appended (dim 2). The reorder keeps the padded form, so lengths 34..64
+    # share the programs of one bucket; a reorder along the grown dim itself takes the plain path.
+    beams, heads, width = 3, 2, 5  # odd sizes: programs no other test compiled
+    expected = make((beams, heads, 10, width), seed=0)
+    actual = expected.to(TPU)
+    query = make((beams, heads, 1, width), seed=1)
+    generator = torch.Generator().manual_seed(2)
+
+    def step(seed):
+        nonlocal expected, actual
+        order = torch.randint(0, beams, (beams,), generator=generator)
+        expected = expected.index_select(0, order)
+        actual = actual.index_select(0, order.to(TPU))
+        part = make((beams, heads, 1, width), seed=seed)
+        expected, actual = torch.cat([expected, part], 2), torch.cat([actual, part.to(TPU)], 2)
+        attended = F.scaled_dot_product_attention(query.to(TPU), actual, actual)
+        assert_close(attended, F.scaled_dot_product_attention(query, expected, expected), rtol=1e-5, atol=1e-5)
+
+    with torch_tpu.execution_mode(mode):
+        for seed in range(3, 27):
+            step(seed)
+        assert actual.shape[2] == 34
+        assert_close(actual, expected)
+        before = programs_loaded()
+        for seed in range(27, 57):
+            step(seed)
+        assert programs_loaded() == before
+        assert_close(actual, expected)
+        assert_close(actual.sum(2), expected.sum(2), rtol=1e-5, atol=1e-5)
+        positions = torch.tensor([0, 5, 63])
+        assert_close(actual.index_select(2, positions.to(TPU)), expected.index_select(2, positions))
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_attention_over_a_grown_cache_matches_cpu(is_causal, mode):
     key, value = make((2, 4, 8, 16), seed=1), make((2, 4, 8, 16), seed=2)

@@ -172,11 +172,14 @@ def long_context(name: str):
     return LlamaForCausalLM(config).eval()
 
 
-@pytest.mark.parametrize(("name", "masked_batch"), [("gpt2", False), ("llama", False), ("gpt2", True)])
-def test_greedy_generate_compiles_per_bucket_of_the_cache_length(name, masked_batch):
+@pytest.mark.parametrize(
+    ("name", "masked_batch", "beams"), [("gpt2", False, 1), ("llama", False, 1), ("gpt2", True, 1), ("gpt2", False, 2)]
+)
+def test_generate_compiles_per_bucket_of_the_cache_length(name, masked_batch, beams):
     # The default DynamicCache appends a token per step, so keys, values and ids grow: they are
     # kept padded to power-of-two buckets (csrc/exec/bucketing.h), and each new length is no new
-    # program. Programs are counted from an empty in-memory cache (a disk hit counts as one).
+    # program. Beam search also reorders the cache by beam each step (index_select), which keeps
+    # the padding. Programs are counted from an empty in-memory cache (a disk hit counts as one).
     cpu = long_context(name)
     device_model = type(cpu)(cpu.config).eval()
     device_model.load_state_dict(cpu.state_dict())
@@ -184,7 +187,7 @@ def test_greedy_generate_compiles_per_bucket_of_the_cache_length(name, masked_ba
     # A batch of two with its attention mask (all ones: the mask grows with the ids), or one prompt.
     ids = tokens((2, 8) if masked_batch else (1, 8), seed=6)
     mask = {"attention_mask": torch.ones_like(ids)} if masked_batch else {}
-    options = dict(do_sample=False, pad_token_id=PAD)
+    options = dict(do_sample=False, pad_token_id=PAD, num_beams=beams)
     expected = cpu.generate(ids, max_new_tokens=64, min_new_tokens=64, **mask, **options)
 
     def programs(new_tokens: int, mode: str) -> int:
