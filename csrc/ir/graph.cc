@@ -304,22 +304,6 @@ Program BuildProgram(std::vector<Value> results) {
 
 // ---- Hashing ----
 
-namespace {
-inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xFF51AFD7ED558CCDull;
-  x ^= x >> 33;
-  x *= 0xC4CEB9FE1A85EC53ull;
-  x ^= x >> 33;
-  return x;
-}
-}  // namespace
-
-void Hasher::Add(uint64_t value) {
-  a = Mix(a ^ value) + 0x632BE59BD9B4E019ull;
-  b = Mix(b + value * 0x9E3779B97F4A7C15ull) ^ a;
-}
-
 void Hasher::Add(const void* data, size_t size) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   size_t i = 0;

@@ -188,7 +188,19 @@ struct Hasher {
   uint64_t a = 0x9E3779B97F4A7C15ull;
   uint64_t b = 0xC2B2AE3D27D4EB4Full;
   void Add(const void* data, size_t size);
-  void Add(uint64_t value);
+  // Inline: every cut hashes each of its nodes' words.
+  void Add(uint64_t value) {
+    a = Mix(a ^ value) + 0x632BE59BD9B4E019ull;
+    b = Mix(b + value * 0x9E3779B97F4A7C15ull) ^ a;
+  }
+  static uint64_t Mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return x;
+  }
   void Add(const std::string& text) {
     Add(static_cast<uint64_t>(text.size()));
     Add(text.data(), text.size());

@@ -31,6 +31,12 @@ Value Convert(const Value& value, DType dtype) {
 
 Value Reshape(const Value& value, const Shape& shape) {
   if (value.shape() == shape) return value;
+  // A reshape of a reshape is one reshape of the original: both keep row-major order. Reading a
+  // view of a value just written to its 1-D storage then takes no node at all.
+  const ir::Node& node = *value.node;
+  if (node.kind == ir::NodeKind::kOp && node.op == "stablehlo.reshape") {
+    return Reshape(node.operands[0], shape);
+  }
   return ir::MakeOp("stablehlo.reshape", {value}, TensorType{value.dtype(), shape});
 }
 

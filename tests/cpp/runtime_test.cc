@@ -1,4 +1,5 @@
-// Runtime tests: run the CPU plugin directly through the PJRT C API, without torch.
+// Tests of the torch-free core: the PJRT runtime on the CPU plugin through the C API, growing
+// layouts, and the IR builder.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <future>
 
 #include "exec/bucketing.h"
+#include "ops/builder.h"
 #include "runtime/pjrt.h"
 
 namespace torch_tpu::runtime {
@@ -230,4 +232,20 @@ TEST(GrowingLayout, MapsViewsWithinRowsToThePaddedArray) {
   offset = 5;
   EXPECT_FALSE(ids.MapView({12}, strides, offset));
   EXPECT_EQ(offset, 5);
+}
+
+TEST(Builder, ReshapeOfAReshapeIsOneReshapeOfTheOriginal) {
+  // Reading a view of a value just written to its 1-D storage: no node, or one reshape.
+  namespace ir = torch_tpu::ir;
+  namespace ops = torch_tpu::ops;
+  const ir::Value x = ir::MakeBufferParameter(nullptr, ir::TensorType{ir::DType::kF32, {2, 6}});
+  const ir::Value flat = ops::Reshape(x, {12});
+  ASSERT_EQ(flat.node->op, "stablehlo.reshape");
+  EXPECT_EQ(ops::Reshape(flat, {2, 6}).node, x.node);
+  const ir::Value other = ops::Reshape(ops::Reshape(flat, {4, 3}), {3, 4});
+  EXPECT_EQ(other.node->op, "stablehlo.reshape");
+  ASSERT_EQ(other.node->operands.size(), 1u);
+  EXPECT_EQ(other.node->operands[0].node, x.node);
+  EXPECT_EQ(other.shape(), (ir::Shape{3, 4}));
+  EXPECT_EQ(other.dtype(), ir::DType::kF32);
 }
