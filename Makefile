@@ -70,4 +70,5 @@ bench: build
 	$(PY) benchmarks/bench_train.py
 	$(PY) benchmarks/bench_precision.py
 	$(PY) benchmarks/bench_modes.py
+	$(PY) benchmarks/bench_generate_compiles.py
 	$(PY) benchmarks/bench_distributed.py

@@ -303,12 +303,15 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) return a;
     a.kind = Kind::kTensor;
-    a.tensor = ReadLogical(t);
     a.contiguous = t.is_contiguous();
-    if (ops::GrowingValue grown = ReadGrowing(t)) a.growing = {grown};
     if (t.is_cpu() && t.dim() == 0) {
+      // A wrapped number: its value is read once, for the scalar and for the parameter.
       a.host_scalar = true;
       a.scalar = ToScalar(t.item());
+      a.tensor = WithLazyBits(t, HostScalarParameter(t, a.scalar));
+    } else {
+      a.tensor = ReadLogical(t);
+      if (ops::GrowingValue grown = ReadGrowing(t)) a.growing = {grown};
     }
   } else if (v.isTensorList()) {
     a.kind = Kind::kTensorList;

@@ -325,13 +325,15 @@ bool WriteGrowing(const at::Tensor& tensor, const ops::GrowingValue& value) {
   return true;
 }
 
+ir::Value HostScalarParameter(const at::Tensor& tensor, const ops::Scalar& value) {
+  TORCH_CHECK(tensor.dim() == 0 && tensor.is_cpu(),
+              "torch_tpu: expected a tpu tensor or a 0-d CPU tensor, got ", tensor.device());
+  const at::ScalarType type = tensor.is_complex() ? at::kComplexFloat : tensor.scalar_type();
+  return ScalarParameter(value, ToDType(type));
+}
+
 ir::Value ReadTensor(const at::Tensor& tensor) {
-  if (!tensor.is_privateuseone()) {
-    TORCH_CHECK(tensor.dim() == 0 && tensor.is_cpu(),
-                "torch_tpu: expected a tpu tensor or a 0-d CPU tensor, got ", tensor.device());
-    const at::ScalarType type = tensor.is_complex() ? at::kComplexFloat : tensor.scalar_type();
-    return ScalarParameter(CpuScalarValue(tensor), ToDType(type));
-  }
+  if (!tensor.is_privateuseone()) return HostScalarParameter(tensor, CpuScalarValue(tensor));
   const ir::DType dtype = ToDType(tensor.scalar_type());
   exec::DeviceStorage* storage = StorageOf(tensor);
   ir::Shape sizes = SizesOf(tensor);

@@ -30,6 +30,9 @@ ops::Scalar ToScalar(const c10::Scalar& scalar);
 
 // The tensor's logical value (its view read). A 0-d CPU tensor becomes a scalar parameter.
 ir::Value ReadTensor(const at::Tensor& tensor);
+// The parameter a 0-d CPU tensor whose value is `value` becomes (ReadTensor's, without reading
+// the value again).
+ir::Value HostScalarParameter(const at::Tensor& tensor, const ops::Scalar& value);
 // Writes `value` (the tensor's shape; converted to its dtype) through the tensor's view.
 void WriteTensor(const at::Tensor& tensor, const ir::Value& value);
 // A tensor that is the whole of a storage grown by appending, in its padded form
