@@ -285,17 +285,19 @@ std::vector<Value> IndexSelectLowering(LoweringContext& ctx) {
   CheckIndexSelect(ctx.tensor(2));
   Value self = AtLeast1D(ctx.tensor(0));
   const int64_t dim = NormalizeDim(ctx.int_arg(1), self.rank());
+  auto select = [&](const Value& value, const ir::Shape& shape) {
+    return Reshape(Gather(value, SelectDim(ctx.tensor(2), dim)), shape);
+  };
   // Selecting along another dim than a grown one (beam search reordering its KV cache by beam)
   // keeps the growing form: the same selection of the padded array, so the program depends on
   // the bucket and the next append stays padded.
-  if (const GrowingValue grown = ctx.growing(0); grown && grown.dim != dim) {
+  if (GrowingValue grown = ctx.growing(0); grown && grown.dim != dim) {
     ir::Shape padded_shape = grown.padded.shape();
     padded_shape[dim] = ctx.output().shape[dim];
-    GrowingValue selected = grown;
-    selected.padded = Reshape(Gather(grown.padded, SelectDim(ctx.tensor(2), dim)), padded_shape);
-    ctx.growing_results = {selected};
+    grown.padded = select(grown.padded, padded_shape);
+    ctx.growing_results = {grown};
   }
-  return {Reshape(Gather(self, SelectDim(ctx.tensor(2), dim)), ctx.output().shape)};
+  return {select(self, ctx.output().shape)};
 }
 
 std::vector<Value> GatherLowering(LoweringContext& ctx) {
