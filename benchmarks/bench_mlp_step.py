@@ -5,7 +5,8 @@ runs on either package for a side-by-side comparison on the same machine and plu
     .venv/bin/python benchmarks/bench_mlp_step.py
     TPU_LIBRARY_PATH=<xla_cpu_pjrt.so> <venv with torch-tpu 0.2.0>/bin/python benchmarks/bench_mlp_step.py
 
-Prints the median step time (loss read back each step) in each eager mode.
+Prints the median step time (loss read back each step) in each eager mode, and for torch_tpu where
+a fused step's time goes: recording, the host side of the launch, and the wait for the program.
 """
 
 from __future__ import annotations
@@ -39,12 +40,17 @@ def main(steps: int = 30, warmup: int = 5) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(64, 256).to("tpu"), torch.randint(0, 10, (64,)).to("tpu")
 
-    def step():
+    def record():
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
-        return loss.item()
+        return loss
+
+    def step():
+        return record().item()
+
+    step.record = record
 
     package = "TorchTPU" if hasattr(torch_tpu, "_loader") else "torch_tpu (ours)"
     for mode in ("DEFER_NEVER", "DEFER_AND_FUSE"):
@@ -59,7 +65,32 @@ def main(steps: int = 30, warmup: int = 5) -> None:
             torch.accelerator.synchronize()
             times.append(time.perf_counter() - start)
         print(f"{package:18} {mode:15} median {statistics.median(times) * 1e3:.2f} ms")
+    if hasattr(torch_tpu, "_C") and hasattr(torch_tpu._C, "_launch_pending"):
+        record, launch, wait = fused_step_phases(step, steps)
+        print(
+            f"{package:18} {'fused phases':15} record {record:.2f} ms, launch {launch:.2f} ms (host), "
+            f"then waiting for the program {wait:.2f} ms"
+        )
     torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_NEVER)
+
+
+def fused_step_phases(step, steps):
+    """Where a fused step's time goes (ours only): recording its ops, the host side of cutting and
+    launching its program, and waiting for the program to run."""
+    record, launch, wait = [], [], []
+    for _ in range(steps):
+        start = time.perf_counter()
+        loss = step.record()
+        recorded = time.perf_counter()
+        torch_tpu._C._launch_pending()
+        launched = time.perf_counter()
+        loss.item()
+        torch.accelerator.synchronize()
+        done = time.perf_counter()
+        record.append(recorded - start)
+        launch.append(launched - recorded)
+        wait.append(done - launched)
+    return (statistics.median(times) * 1e3 for times in (record, launch, wait))
 
 
 if __name__ == "__main__":

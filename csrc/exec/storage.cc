@@ -13,6 +13,7 @@
 #include "exec/profile.h"
 #include "exec/replay.h"
 #include "exec/volatility.h"
+#include "runtime/buffer_release.h"
 
 namespace torch_tpu::exec {
 
@@ -298,6 +299,7 @@ void AwaitExecutions() {
     auto buffer = weak.lock();
     if (buffer && !buffer->donated()) buffer->AwaitReady();
   }
+  runtime::DestroyRetiredBuffers();  // nothing runs now, so destroying them waits for nothing
 }
 
 void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "pjrt_c_api.h"
+#include "runtime/buffer_release.h"
 
 namespace torch_tpu::runtime {
 namespace {
@@ -151,15 +152,10 @@ Buffer::Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer)
     : plugin_(std::move(plugin)), buffer_(buffer) {}
 
 Buffer::~Buffer() {
-  auto args = PJRT_ARGS(PJRT_Buffer_Destroy);
-  args.buffer = buffer_;
-  PJRT_Error* error = plugin_->api()->PJRT_Buffer_Destroy(&args);
-  if (error != nullptr) {
-    try {
-      plugin_->Check(error, "PJRT_Buffer_Destroy");
-    } catch (const PjrtError&) {
-      // A destructor must not throw; the buffer is gone either way.
-    }
+  if (donated_) {
+    RetireDonatedBuffer(std::move(plugin_), buffer_);
+  } else {
+    DestroyBuffer(*plugin_, buffer_);
   }
 }
 

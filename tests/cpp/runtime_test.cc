@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <vector>
 
 #include "exec/bucketing.h"
 #include "ops/builder.h"
+#include "runtime/buffer_release.h"
 #include "runtime/pjrt.h"
 
 namespace torch_tpu::runtime {
@@ -120,6 +122,36 @@ TEST(Buffer, OnReadyCallsBackOnceComputed) {
   std::promise<void> again;
   out[0]->OnReady([&again] { again.set_value(); });
   EXPECT_EQ(again.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+}
+
+// A product large enough (a few GFLOP) that the plugin runs it asynchronously and the host acts
+// while it runs; its input is donated to its result.
+constexpr int64_t kSlowSize = 1536;
+const char kSlowDonatingProgram[] = R"(module {
+  func.func @main(%x: tensor<1536x1536xf32> {tf.aliasing_output = 0 : i32}) -> tensor<1536x1536xf32> {
+    %0 = stablehlo.dot_general %x, %x, contracting_dims = [1] x [0] : (tensor<1536x1536xf32>, tensor<1536x1536xf32>) -> tensor<1536x1536xf32>
+    return %0 : tensor<1536x1536xf32>
+  }
+})";
+
+// The plugin holds a donation until the program has run, so destroying the donated handle at once
+// would wait for it: the runtime retires it instead, and a fused step's launch never waits.
+TEST(Buffer, DroppingADonatedInputDoesNotWaitForItsProgram) {
+  auto client = TestClient();
+  auto executable = client->Compile(kSlowDonatingProgram, CompileOptions{});
+  const std::vector<float> ones(kSlowSize * kSlowSize, 1.0f);
+  auto x = client->BufferFromHost(ones.data(), ElementType::kF32, {kSlowSize, kSlowSize},
+                                  client->devices()[0]);
+  x->AwaitReady();
+  auto out = executable->Execute({x->raw()}, {true}, client->devices()[0]);
+  x->MarkDonated();
+  x.reset();
+  EXPECT_FALSE(out[0]->IsReady());  // the drop returned while the program still runs
+  std::vector<float> result(ones.size());
+  out[0]->ToHost(result.data(), result.size() * sizeof(float));
+  EXPECT_EQ(result.front(), static_cast<float>(kSlowSize));
+  EXPECT_EQ(result.back(), static_cast<float>(kSlowSize));
+  DestroyRetiredBuffers();
 }
 
 TEST(Executable, CompileErrorCarriesPluginMessage) {
