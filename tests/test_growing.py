@@ -1,7 +1,9 @@
 """Growing shapes (csrc/exec/bucketing.h): a tensor grown by appending with cat, step after step
 (a KV cache, the ids generate() extends), is kept padded to a power-of-two bucket with its true
-length passed as a runtime scalar, so n appends compile O(log n) programs, not n. Its values,
-views, writes and attention over it match the CPU at every step, in strict and fused mode."""
+length passed as a runtime scalar, so n appends compile O(log n) programs, not n. So is a range
+that grows by a little from call to call, and what pointwise ops, indexing and sums make of them
+(the attention mask of a left-padded batch, ops/growing.h). Their values, views, writes and
+attention over them match the CPU at every step, in strict and fused mode."""
 
 from __future__ import annotations
 
@@ -139,6 +141,80 @@ def test_attention_over_a_grown_cache_matches_cpu(is_causal, mode):
         expected = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
         actual = F.scaled_dot_product_attention(query.to(TPU), tpu_key, tpu_value, attn_mask=mask.to(TPU))
         assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def decoding_mask(padding_mask, length, device):
+    """The attention bias a decoding step of a left-padded batch builds, as HF's sdpa_mask does:
+    a range of the key positions, unsqueezed, compared with the query's position, and the 2-D
+    padding mask indexed at the batch rows and those positions; then a float bias."""
+    keys = torch.arange(length, device=device) + 0
+    batch = torch.arange(padding_mask.shape[0], device=device)
+    query_position = torch.tensor([length - 1], device=device)
+    causal = keys[None, None, None, :] <= query_position[None, None, :, None]
+    padded = padding_mask.bool()[batch[:, None, None, None], keys[None, None, None, :]]
+    mask = (causal & padded).expand(padding_mask.shape[0], -1, 1, length)
+    return torch.where(mask, torch.tensor(0.0), torch.tensor(float("-inf"))), padding_mask.bool().sum()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_left_padded_decoding_mask_matches_cpu_and_compiles_per_bucket(mode):
+    # The range of key positions grows by one each step, like the cache and the 2-D mask it
+    # indexes: the comparisons, the gather, the sum and the attention over the bias all take the
+    # padded form, so lengths 34..64 share the programs of one bucket. Odd sizes: programs no other
+    # test compiled.
+    batch, heads, width = 3, 2, 5
+    padding_mask = torch.ones(batch, 9, dtype=torch.int64)
+    padding_mask[0, :4] = 0
+    padding_mask[2, :1] = 0
+    key, value = make((batch, heads, 9, width), seed=1), make((batch, heads, 9, width), seed=2)
+    tpu = {"mask": padding_mask.to(TPU), "key": key.to(TPU), "value": value.to(TPU)}
+    cpu = {"mask": padding_mask, "key": key, "value": value}
+
+    def step(seed, check):
+        for state, device in ((cpu, "cpu"), (tpu, TPU)):
+            state["mask"] = torch.cat([state["mask"], torch.ones(batch, 1, dtype=torch.int64, device=device)], 1)
+            for name in ("key", "value"):
+                part = make((batch, heads, 1, width), seed=seed + (name == "value")).to(device)
+                state[name] = torch.cat([state[name], part], 2)
+            length = state["mask"].shape[1]
+            state["bias"], state["unmasked"] = decoding_mask(state["mask"], length, device)
+            query = make((batch, heads, 1, width), seed=seed + 2).to(device)
+            state["out"] = F.scaled_dot_product_attention(query, state["key"], state["value"], attn_mask=state["bias"])
+        assert tpu["unmasked"].item() == cpu["unmasked"].item()
+        if check:
+            assert_close(tpu["bias"], cpu["bias"])
+            assert_close(tpu["out"], cpu["out"], rtol=1e-5, atol=1e-5)
+
+    with torch_tpu.execution_mode(mode):
+        for seed in range(3, 28):
+            step(seed, check=True)
+        assert tpu["mask"].shape[1] == 34
+        before = programs_loaded()
+        for seed in range(28, 58):
+            step(seed, check=False)
+        assert programs_loaded() == before
+        step(58, check=True)
+
+
+def test_grown_ranges_give_the_cpu_values_through_negative_and_plain_operands():
+    # A range read at negative positions of a grown tensor wraps by its true length; a plain
+    # operand as long as the range (which cannot be padded) takes the plain path; a range that
+    # shrinks, or is reduced without being grown, is an ordinary range.
+    expected = torch.arange(24.0).reshape(2, 12)
+    actual = expected.to(TPU)
+    for step in range(20):
+        part = torch.full((2, 1), float(step))
+        expected, actual = torch.cat([expected, part], 1), torch.cat([actual, part.to(TPU)], 1)
+        length = expected.shape[1]
+        positions = torch.arange(length) - length
+        tpu_positions = torch.arange(length, device=TPU) - length
+        assert_close(tpu_positions, positions)
+        rows = torch.tensor([[1], [0]])
+        assert_close(actual[rows.to(TPU), tpu_positions[None, :]], expected[rows, positions[None, :]])
+        plain = torch.linspace(0, 1, length)
+        assert_close(torch.arange(length, device=TPU) * plain.to(TPU), torch.arange(length) * plain)
+        assert_close((torch.arange(length, device=TPU) > 5).sum(), (torch.arange(length) > 5).sum())
+    assert_close(torch.arange(7, device=TPU) * 2, torch.arange(7) * 2)
 
 
 def grown(shape, dim, steps, dtype=torch.float32):

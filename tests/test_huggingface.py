@@ -206,6 +206,35 @@ def test_generate_compiles_per_bucket_of_the_cache_length(name, masked_batch, be
     assert programs(64, "defer_and_fuse") <= 2 * 6 + 8
 
 
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_left_padded_generate_compiles_per_bucket_of_the_mask_length(mode):
+    # A left-padded batch's 4-D attention mask is rebuilt every step from a range of the key
+    # positions (transformers' sdpa_mask): the range grows like the cache, so the ops that build
+    # the mask take its padded form too (csrc/ops/growing.h). Lengths 48 and 60 share a bucket
+    # (64): generating up to either compiles the same programs, from an empty in-memory cache.
+    cpu = long_context("gpt2")
+    device_model = type(cpu)(cpu.config).eval()
+    device_model.load_state_dict(cpu.state_dict())
+    device_model.to(TPU)
+    ids = tokens((2, 8), seed=6)
+    mask = torch.ones_like(ids)
+    ids[0, :3], mask[0, :3] = PAD, 0
+    options = dict(do_sample=False, pad_token_id=PAD)
+    expected = cpu.generate(ids, attention_mask=mask, max_new_tokens=52, min_new_tokens=52, **options)
+
+    def programs(new_tokens: int) -> int:
+        torch_tpu._C._clear_memory_cache()
+        torch_tpu.metrics.reset()
+        with torch_tpu.execution_mode(mode):
+            lengths = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens)
+            actual = device_model.generate(ids.to(TPU), attention_mask=mask.to(TPU), **lengths, **options)
+        assert torch.equal(actual.cpu(), expected[:, : 8 + new_tokens])
+        snapshot = torch_tpu.metrics.snapshot()
+        return snapshot["compiles"] + snapshot["disk_cache_hits"]
+
+    assert programs(52) == programs(40)
+
+
 def test_greedy_generate_with_static_cache_matches_cpu():
     # The static cache writes each step into preallocated key/value tensors (index_copy_).
     # disable_compile: on tpu, transformers would torch.compile the decoding step with backend "tpu".

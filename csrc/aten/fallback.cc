@@ -27,6 +27,7 @@
 #include "exec/context.h"
 #include "exec/pending.h"
 #include "ops/builder.h"
+#include "ops/growing.h"
 
 namespace torch_tpu::aten {
 
@@ -326,9 +327,15 @@ ops::Argument ToArgument(const c10::Argument& schema_arg, const c10::IValue& v,
     }
   } else if (v.isOptionalTensorList()) {
     a.kind = Kind::kTensorList;
-    for (const auto& t : v.toOptionalTensorList()) {
-      std::optional<at::Tensor> item = t;
-      a.tensors.push_back(item && item->defined() ? ReadLogical(*item) : ir::Value{});
+    const auto list = v.toOptionalTensorList();
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::optional<at::Tensor> item = list[i];
+      const bool defined = item && item->defined();
+      a.tensors.push_back(defined ? ReadLogical(*item) : ir::Value{});
+      if (ops::GrowingValue grown = defined ? ReadGrowing(*item) : ops::GrowingValue{}) {
+        a.growing.resize(list.size());
+        a.growing[i] = grown;
+      }
     }
   } else if (IsType(schema_arg.real_type(), c10::TypeKind::ScalarTypeType)) {
     a.kind = Kind::kDType;
@@ -641,6 +648,8 @@ bool LowerAndWrite(const c10::OperatorHandle& op, ops::Lowering lowering, const 
       throw ops::UnsupportedError("complex64 is not supported by this op on tpu yet");
     }
     results = lowering(ctx);
+    ops::SumOverPadding(ctx, lowering, results);
+    ops::AddPaddedPointwiseResults(ctx, lowering);
   } catch (const ops::UnsupportedError& e) {
     // The lowering exists but not for these arguments: the same path as a missing op.
     if (CpuFallbackEnabled()) return false;
@@ -710,6 +719,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   ctx.overload = op.operator_name().overload_name;
   ctx.make_scalar_parameter = ScalarParameter;
   ctx.append_bucket = exec::AppendBucket;
+  ctx.range_bucket = exec::RangeBucket;
   std::vector<at::Tensor> targets = MakeOutputs(schema, args, *meta_outputs, device, ctx);
 
   bool any_elements = false;

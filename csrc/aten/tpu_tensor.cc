@@ -297,9 +297,13 @@ ops::GrowingValue ReadGrowing(const at::Tensor& tensor) {
   const exec::GrowingLayout* layout = storage->growing();
   if (layout == nullptr || exec::ActiveGraphCapture() != nullptr) return {};
   const ir::DType dtype = ToDType(tensor.scalar_type());
-  if (storage->element_type() != dtype || !IsPlainWholeStorageOf(tensor, storage) ||
-      !layout->Describes(SizesOf(tensor))) {
-    return {};
+  if (storage->element_type() != dtype || !IsPlainWholeStorageOf(tensor, storage)) return {};
+  const ir::Shape sizes = SizesOf(tensor);
+  std::optional<exec::GrowingLayout> view;
+  if (!layout->Describes(sizes)) {
+    view = layout->AsUnitDimsView(sizes);
+    if (!view) return {};
+    layout = &*view;
   }
   ops::GrowingValue grown;
   grown.padded = ops::Reshape(storage->Read(dtype), layout->padded_shape);
@@ -558,7 +562,11 @@ void CopyTpuToTpu(const at::Tensor& dst, const at::Tensor& src) {
     }
   }
   Translate([&] {
-    WriteTensor(dst, ReadTensor(source));
+    // A grown source (a mask being built from a grown one) gives its copy the same layout.
+    ops::GrowingValue grown =
+        src.device() == dst.device() ? ReadGrowing(source) : ops::GrowingValue{};
+    if (grown) grown.padded = ops::Convert(grown.padded, ToDType(dst.scalar_type()));
+    if (!grown || !WriteGrowing(dst, grown)) WriteTensor(dst, ReadTensor(source));
     FinishWrites({StorageOf(dst)});
   });
 }

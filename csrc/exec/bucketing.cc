@@ -1,5 +1,6 @@
 #include "exec/bucketing.h"
 
+#include <array>
 #include <cstdlib>
 #include <utility>
 
@@ -19,6 +20,31 @@ bool GrowingLayout::Describes(const ir::Shape& sizes) const {
     if (sizes[d] != expected) return false;
   }
   return true;
+}
+
+std::optional<GrowingLayout> GrowingLayout::AsUnitDimsView(const ir::Shape& sizes) const {
+  if (length <= 1) return std::nullopt;  // the grown dim would be one of the size-1 dims
+  // The dims of size other than 1, in order, must be the same; the grown dim is the k-th.
+  std::vector<int64_t> kept;
+  int64_t grown_rank = -1;
+  for (size_t d = 0; d < padded_shape.size(); ++d) {
+    const int64_t size = static_cast<int64_t>(d) == dim ? length : padded_shape[d];
+    if (static_cast<int64_t>(d) == dim) grown_rank = static_cast<int64_t>(kept.size());
+    if (size != 1) kept.push_back(size);
+  }
+  GrowingLayout view{sizes, -1, length};
+  size_t k = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;
+    if (k >= kept.size() || sizes[d] != kept[k]) return std::nullopt;
+    if (static_cast<int64_t>(k) == grown_rank) {
+      view.dim = static_cast<int64_t>(d);
+      view.padded_shape[d] = bucket();
+    }
+    ++k;
+  }
+  if (k != kept.size() || view.dim < 0) return std::nullopt;
+  return view;
 }
 
 bool GrowingLayout::MapView(const ir::Shape& sizes, std::vector<int64_t>& strides,
@@ -65,6 +91,17 @@ int64_t BucketLength(int64_t length) {
 int64_t AppendBucket(int64_t length, int64_t appended) {
   if (appended <= 0 || appended * 4 > length) return 0;
   return BucketLength(length + appended);
+}
+
+int64_t RangeBucket(int64_t length) {
+  // A decoding step makes a few short ranges (batch, head, query positions) besides the keys'.
+  constexpr size_t kRecent = 8;
+  thread_local std::array<int64_t, kRecent> recent{};
+  thread_local size_t next = 0;
+  bool grew = false;
+  for (int64_t seen : recent) grew |= seen > 0 && length > seen && (length - seen) * 4 <= seen;
+  recent[next++ % kRecent] = length;
+  return grew ? BucketLength(length) : 0;
 }
 
 }  // namespace torch_tpu::exec

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -30,6 +31,9 @@ struct GrowingLayout {
   // Whether a contiguous tensor of `sizes` starting at the storage's first element is the one
   // this layout describes.
   bool Describes(const ir::Shape& sizes) const;
+  // The same for a tensor of `sizes` that is the described one with size-1 dims added or
+  // dropped (an unsqueezed range): this layout as that shape, or nullopt.
+  std::optional<GrowingLayout> AsUnitDimsView(const ir::Shape& sizes) const;
   // Rewrites a view of the tensor (`strides` and `offset` in its elements, `sizes` kept) as the
   // same view of the padded array, when the view stays within single positions of the dims
   // before `dim` (a column of ids, a row of a cache): its strides and offset then depend on the
@@ -45,5 +49,10 @@ int64_t BucketLength(int64_t length);
 // positions are appended; 0 to leave it unpadded. Small appends onto a longer dimension (a token
 // onto a cache) are padded; one concatenation of comparable parts is not.
 int64_t AppendBucket(int64_t length, int64_t appended);
+
+// The padded size for a range (arange) of `length`, when a range a little shorter was made
+// recently: the key positions a decoding step builds its attention mask from grow by one each
+// step. 0 to leave it unpadded. Remembers `length` for the ranges that follow.
+int64_t RangeBucket(int64_t length);
 
 }  // namespace torch_tpu::exec

@@ -104,16 +104,32 @@ std::vector<Value> AttentionForwardLowering(LoweringContext& ctx) {
   Value bias = ctx.is_tensor(3) ? ctx.tensor(3) : Value{};
   // Keys and values grown by appending (a KV cache, exec/bucketing.h) are read padded to their
   // bucket and the padding masked out: decoding compiles once per bucket, not per length.
+  // A mask grown with them (a left-padded batch's, built from the grown key positions,
+  // ops/growing.h) is read padded too.
   const GrowingValue grown_key = ctx.growing(1), grown_value = ctx.growing(2);
+  const GrowingValue grown_bias = ctx.growing(3);
   const int64_t keys_axis = query.rank() - 2;
-  if (!bias && grown_key && grown_value && grown_key.dim == keys_axis &&
-      grown_value.dim == keys_axis && grown_key.length == grown_value.length &&
-      grown_key.padded.shape()[keys_axis] == grown_value.padded.shape()[keys_axis]) {
+  auto bucket_of = [](const GrowingValue& grown) { return grown.padded.shape()[grown.dim]; };
+  const bool bias_grown_alike = !bias || (grown_bias && grown_bias.dim == bias.rank() - 1 &&
+                                          grown_bias.length == grown_key.length &&
+                                          bucket_of(grown_bias) == bucket_of(grown_key));
+  if (grown_key && grown_value && grown_key.dim == keys_axis && grown_value.dim == keys_axis &&
+      grown_key.length == grown_value.length && bucket_of(grown_key) == bucket_of(grown_value) &&
+      bias_grown_alike) {
     key = grown_key.padded;
     value = grown_value.padded;
-    const int64_t bucket = key.shape()[keys_axis];
-    bias = Compare(Iota(TensorType{DType::kS64, {bucket}}, 0),
-                   BroadcastTo(grown_key.length_parameter, {bucket}), "LT");
+    const int64_t bucket = bucket_of(grown_key);
+    const Value keys = Compare(Iota(TensorType{DType::kS64, {bucket}}, 0),
+                               BroadcastTo(grown_key.length_parameter, {bucket}), "LT");
+    if (!bias) {
+      bias = keys;
+    } else {
+      const Value padded = grown_bias.padded;
+      const Value keep = BroadcastTo(keys, padded.shape());
+      bias = padded.dtype() == DType::kBool
+                 ? And(padded, keep)
+                 : Select(keep, padded, ConstantLike(-kInfinity, padded));
+    }
   }
   const int64_t heads = query.rank() == 4 ? query.shape()[1] : 0;
   key = RepeatHeads(key, heads);

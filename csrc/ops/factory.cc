@@ -2,6 +2,7 @@
 // and the *_like / new_* factories reach us as empty + fill_/zero_, owned by elementwise.cc.)
 // Start, end and step are runtime parameters, so only the element count is in the signature.
 #include "ops/builder.h"
+#include "ops/growing.h"
 
 namespace torch_tpu::ops {
 
@@ -29,8 +30,20 @@ std::vector<Value> LowerArange(LoweringContext& ctx) {
   const DType compute = IsFloating(out.dtype) ? FloatRangeType(out.dtype) : DType::kS64;
   Value start_value = ctx.ScalarParameter(start, compute);
   Value step_value = ctx.ScalarParameter(step, compute);
-  Value range = Add(start_value, Mul(step_value, Indices(out.shape[0], compute)));
-  return {Convert(range, out.dtype)};
+  auto range = [&](int64_t count) {
+    return Convert(Add(start_value, Mul(step_value, Indices(count, compute))), out.dtype);
+  };
+  // A range that grows step by step (a decoding step's key positions) is also given padded to its
+  // bucket (ops/growing.h), so the mask built from it compiles once per bucket.
+  const int64_t length = out.shape[0];
+  if (const int64_t bucket = ctx.range_bucket ? ctx.range_bucket(length) : 0) {
+    Scalar count;
+    count.i = length;
+    const Value length_parameter = ctx.ScalarParameter(count, DType::kS64);
+    ctx.growing_results = {
+        {ZeroPastLength(range(bucket), 0, length_parameter), length_parameter, 0, length}};
+  }
+  return {range(length)};
 }
 
 // The CPU's linspace: the first half counts up from start, the second half down from end, so

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "ops/builder.h"
+#include "ops/growing.h"
 #include "ops/matrix.h"
 #include "ops/type_names.h"
 
@@ -339,9 +340,62 @@ IndexedAccess AdvancedIndexAccess(const Value& self, const std::vector<Value>& i
   return IndexedAccess{StackPoints(defined), axes, adjacent ? axes.at(0) : 0};
 }
 
+// x[..., positions] with `positions` grown step by step (a decoding step's key positions,
+// ops/growing.h) in growing form: the same gather with the padded positions, its padding zeros.
+// A grown x along the indexed dim is read padded too; negative positions then wrap by its runtime
+// length, as the plain gather wraps them by its size.
+void AddGrowingIndexResult(LoweringContext& ctx) {
+  std::vector<Value> indices = ctx.arg(1).tensors;
+  int64_t axis = -1;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (!ctx.growing(1, i)) continue;
+    if (axis >= 0) return;  // two grown indices
+    axis = static_cast<int64_t>(i);
+  }
+  if (axis < 0) return;
+  const GrowingValue grown = ctx.growing(1, axis);
+  Value self = ctx.tensor(0);
+  Value index = ToIndex(grown.padded);
+  if (const GrowingValue grown_self = ctx.growing(0)) {
+    if (grown_self.dim != axis) return;
+    self = grown_self.padded;
+    const Value length =
+        BroadcastTo(Convert(grown_self.length_parameter, index.dtype()), index.shape());
+    index = Select(Compare(index, ConstantLike(0, index), "LT"), Add(index, length), index);
+  }
+  // Where the grown dim lands in the result: in the indices' broadcast shape, placed where the
+  // indexed dims were when they are adjacent (as AdvancedIndexAccess places it).
+  Shape batch;
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (!indices[i]) continue;
+    axes.push_back(static_cast<int64_t>(i));
+    batch = BroadcastShapes(batch, indices[i].shape());
+  }
+  const int64_t at = grown.dim + static_cast<int64_t>(batch.size()) - grown.padded.rank();
+  for (const Value& other : indices) {
+    if (!other || other.node == indices[axis].node) continue;
+    const int64_t d = at - (static_cast<int64_t>(batch.size()) - other.rank());
+    if (d >= 0 && other.shape()[d] != 1) return;  // a plain index spans the grown dim
+  }
+  bool adjacent = true;
+  for (size_t j = 1; j < axes.size(); ++j) adjacent &= axes[j] == axes[j - 1] + 1;
+  const int64_t dim = at + (adjacent ? axes.at(0) : 0);
+  Shape padded_shape = ctx.output().shape;
+  if (dim >= static_cast<int64_t>(padded_shape.size()) || padded_shape[dim] != grown.length) return;
+  padded_shape[dim] = grown.padded.shape()[grown.dim];
+  indices[axis] = index;
+  const Value result = Gather(self, AdvancedIndexAccess(self, indices));
+  if (result.shape() != padded_shape) return;
+  ctx.growing_results = {{ZeroPastLength(result, dim, grown.length_parameter),
+                          grown.length_parameter, dim, grown.length}};
+}
+
 std::vector<Value> IndexLowering(LoweringContext& ctx) {
   Value self = ctx.tensor(0);
-  return {Gather(self, AdvancedIndexAccess(self, ctx.arg(1).tensors))};
+  Value result = Gather(self, AdvancedIndexAccess(self, ctx.arg(1).tensors));
+  AddGrowingIndexResult(ctx);
+  return {result};
 }
 
 // Inclusive prefix sum of a 1-D value, in log2(n) shifted additions.

@@ -88,10 +88,11 @@ class LoweringContext {
   // New values for arguments the op mutates without returning them (native_batch_norm's running
   // stats): (index into args, value of the argument's exact shape and dtype).
   std::vector<std::pair<size_t, Value>> argument_writes;
-  // Growing layouts (exec/bucketing.h): the padded size after appending to a grown dimension (0:
-  // leave it unpadded), and the results a lowering also gives in growing form (per result; its
-  // plain value is still returned, for outputs that cannot take the layout).
+  // Growing layouts (exec/bucketing.h): the padded size after appending to a grown dimension and
+  // for a range that grew (0: leave it unpadded), and the results a lowering also gives in growing
+  // form (per result; its plain value is still returned, for outputs that cannot take the layout).
   int64_t (*append_bucket)(int64_t length, int64_t appended) = nullptr;
+  int64_t (*range_bucket)(int64_t length) = nullptr;
   std::vector<GrowingValue> growing_results;
 
   size_t size() const { return args.size(); }
