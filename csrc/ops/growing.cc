@@ -1,5 +1,6 @@
 #include "ops/growing.h"
 
+#include <optional>
 #include <unordered_set>
 
 #include "ops/builder.h"
@@ -40,6 +41,18 @@ bool ReducesOver(const LoweringContext& ctx, int64_t dim, int64_t rank) {
   return false;
 }
 
+// The lowering run again on `padded` (a copy of the op's context with padded arguments), or
+// nothing when it refuses them: the plain results stand.
+std::optional<std::vector<Value>> LowerPadded(LoweringContext padded, Lowering lowering) {
+  padded.growing_results.clear();
+  padded.argument_writes.clear();
+  try {
+    return lowering(padded);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 Value ZeroPastLength(const Value& padded, int64_t dim, const Value& length_parameter) {
@@ -72,8 +85,6 @@ void AddPaddedPointwiseResults(LoweringContext& ctx, Lowering lowering) {
     }
   }
   LoweringContext padded = ctx;
-  padded.growing_results.clear();
-  padded.argument_writes.clear();
   for (size_t i = 0; i < padded.size(); ++i) {
     if (!padded.is_tensor(i) || padded.args[i].host_scalar) continue;
     Argument& a = padded.args[i];
@@ -85,16 +96,12 @@ void AddPaddedPointwiseResults(LoweringContext& ctx, Lowering lowering) {
     if (at >= 0 && a.tensor.shape()[at] != 1) return;  // a plain argument spans the grown dim
   }
   for (TensorType& output : padded.outputs) output.shape[dim] = Bucket(first);
-  std::vector<Value> results;
-  try {
-    results = lowering(padded);
-  } catch (const std::exception&) {
-    return;  // the plain results stand
-  }
-  ctx.growing_results.assign(results.size(), GrowingValue{});
-  for (size_t r = 0; r < results.size(); ++r) {
-    if (results[r].shape() != padded.outputs[r].shape) continue;
-    ctx.growing_results[r] = {ZeroPastLength(results[r], dim, first.length_parameter),
+  const std::optional<std::vector<Value>> results = LowerPadded(padded, lowering);
+  if (!results) return;
+  ctx.growing_results.assign(results->size(), GrowingValue{});
+  for (size_t r = 0; r < results->size(); ++r) {
+    if ((*results)[r].shape() != padded.outputs[r].shape) continue;
+    ctx.growing_results[r] = {ZeroPastLength((*results)[r], dim, first.length_parameter),
                               first.length_parameter, dim, first.length};
   }
 }
@@ -104,19 +111,13 @@ void SumOverPadding(LoweringContext& ctx, Lowering lowering, std::vector<Value>&
   const GrowingValue grown = ctx.growing(0);
   if (!grown || !ReducesOver(ctx, grown.dim, grown.padded.rank())) return;
   LoweringContext padded = ctx;
-  padded.growing_results.clear();
-  padded.argument_writes.clear();
   padded.args[0].tensor = grown.padded;
-  std::vector<Value> on_padding;
-  try {
-    on_padding = lowering(padded);
-  } catch (const std::exception&) {
-    return;
+  std::optional<std::vector<Value>> on_padding = LowerPadded(std::move(padded), lowering);
+  if (!on_padding || on_padding->size() != results.size()) return;
+  for (size_t r = 0; r < results.size(); ++r) {
+    if ((*on_padding)[r].type() != results[r].type()) return;
   }
-  for (size_t r = 0; r < results.size() && r < on_padding.size(); ++r) {
-    if (on_padding[r].type() != results[r].type()) return;
-  }
-  results = std::move(on_padding);
+  results = std::move(*on_padding);
 }
 
 }  // namespace torch_tpu::ops
