@@ -50,8 +50,6 @@ def main(steps: int = 30, warmup: int = 5) -> None:
     def step():
         return record().item()
 
-    step.record = record
-
     package = "TorchTPU" if hasattr(torch_tpu, "_loader") else "torch_tpu (ours)"
     for mode in ("DEFER_NEVER", "DEFER_AND_FUSE"):
         torch.tpu.set_eager_mode(getattr(torch.tpu.EagerMode, mode))
@@ -66,7 +64,7 @@ def main(steps: int = 30, warmup: int = 5) -> None:
             times.append(time.perf_counter() - start)
         print(f"{package:18} {mode:15} median {statistics.median(times) * 1e3:.2f} ms")
     if hasattr(torch_tpu, "_C") and hasattr(torch_tpu._C, "_launch_pending"):
-        record, launch, wait = fused_step_phases(step, steps)
+        record, launch, wait = fused_step_phases(record, steps)
         print(
             f"{package:18} {'fused phases':15} record {record:.2f} ms, launch {launch:.2f} ms (host), "
             f"then waiting for the program {wait:.2f} ms"
@@ -74,13 +72,13 @@ def main(steps: int = 30, warmup: int = 5) -> None:
     torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_NEVER)
 
 
-def fused_step_phases(step, steps):
+def fused_step_phases(record_step, steps):
     """Where a fused step's time goes (ours only): recording its ops, the host side of cutting and
     launching its program, and waiting for the program to run."""
     record, launch, wait = [], [], []
     for _ in range(steps):
         start = time.perf_counter()
-        loss = step.record()
+        loss = record_step()
         recorded = time.perf_counter()
         torch_tpu._C._launch_pending()
         launched = time.perf_counter()

@@ -648,8 +648,7 @@ bool LowerAndWrite(const c10::OperatorHandle& op, ops::Lowering lowering, const 
       throw ops::UnsupportedError("complex64 is not supported by this op on tpu yet");
     }
     results = lowering(ctx);
-    ops::SumOverPadding(ctx, lowering, results);
-    ops::AddPaddedPointwiseResults(ctx, lowering);
+    ops::LowerGrowing(ctx, lowering, results);
   } catch (const ops::UnsupportedError& e) {
     // The lowering exists but not for these arguments: the same path as a missing op.
     if (CpuFallbackEnabled()) return false;

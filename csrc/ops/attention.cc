@@ -109,16 +109,15 @@ std::vector<Value> AttentionForwardLowering(LoweringContext& ctx) {
   const GrowingValue grown_key = ctx.growing(1), grown_value = ctx.growing(2);
   const GrowingValue grown_bias = ctx.growing(3);
   const int64_t keys_axis = query.rank() - 2;
-  auto bucket_of = [](const GrowingValue& grown) { return grown.padded.shape()[grown.dim]; };
-  const bool bias_grown_alike = !bias || (grown_bias && grown_bias.dim == bias.rank() - 1 &&
-                                          grown_bias.length == grown_key.length &&
-                                          bucket_of(grown_bias) == bucket_of(grown_key));
+  const bool bias_grown_alike =
+      !bias || (grown_bias && grown_bias.dim == bias.rank() - 1 &&
+                grown_bias.length == grown_key.length && grown_bias.bucket() == grown_key.bucket());
   if (grown_key && grown_value && grown_key.dim == keys_axis && grown_value.dim == keys_axis &&
-      grown_key.length == grown_value.length && bucket_of(grown_key) == bucket_of(grown_value) &&
+      grown_key.length == grown_value.length && grown_key.bucket() == grown_value.bucket() &&
       bias_grown_alike) {
     key = grown_key.padded;
     value = grown_value.padded;
-    const int64_t bucket = bucket_of(grown_key);
+    const int64_t bucket = grown_key.bucket();
     const Value keys = Compare(Iota(TensorType{DType::kS64, {bucket}}, 0),
                                BroadcastTo(grown_key.length_parameter, {bucket}), "LT");
     if (!bias) {

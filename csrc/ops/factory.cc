@@ -40,8 +40,7 @@ std::vector<Value> LowerArange(LoweringContext& ctx) {
     Scalar count;
     count.i = length;
     const Value length_parameter = ctx.ScalarParameter(count, DType::kS64);
-    ctx.growing_results = {
-        {ZeroPastLength(range(bucket), 0, length_parameter), length_parameter, 0, length}};
+    ctx.growing_results = {PaddedResult(range(bucket), 0, length_parameter, length)};
   }
   return {range(length)};
 }

@@ -20,8 +20,6 @@ bool IsPointwise(const std::string& name) {
   return names.count(name) > 0;
 }
 
-int64_t Bucket(const GrowingValue& grown) { return grown.padded.shape()[grown.dim]; }
-
 bool AnyGrowing(const LoweringContext& ctx) {
   for (const Argument& a : ctx.args) {
     if (!a.growing.empty()) return true;
@@ -53,16 +51,8 @@ std::optional<std::vector<Value>> LowerPadded(LoweringContext padded, Lowering l
   }
 }
 
-}  // namespace
-
-Value ZeroPastLength(const Value& padded, int64_t dim, const Value& length_parameter) {
-  const Value positions = Iota(TensorType{DType::kS64, padded.shape()}, dim);
-  const Value inside = Compare(positions, BroadcastTo(length_parameter, padded.shape()), "LT");
-  return Select(inside, padded, ConstantLike(0, padded));
-}
-
 void AddPaddedPointwiseResults(LoweringContext& ctx, Lowering lowering) {
-  if (!AnyGrowing(ctx) || !IsPointwise(ctx.name) || ctx.outputs.empty()) return;
+  if (!IsPointwise(ctx.name) || ctx.outputs.empty()) return;
   const int64_t rank = static_cast<int64_t>(ctx.outputs[0].shape.size());
   GrowingValue first;
   int64_t dim = -1;  // the grown dim, in the results
@@ -74,7 +64,7 @@ void AddPaddedPointwiseResults(LoweringContext& ctx, Lowering lowering) {
     if (!first) {
       first = grown;
       dim = at;
-    } else if (at != dim || grown.length != first.length || Bucket(grown) != Bucket(first)) {
+    } else if (at != dim || grown.length != first.length || grown.bucket() != first.bucket()) {
       return;
     }
   }
@@ -95,19 +85,18 @@ void AddPaddedPointwiseResults(LoweringContext& ctx, Lowering lowering) {
     const int64_t at = dim - (rank - a.tensor.rank());
     if (at >= 0 && a.tensor.shape()[at] != 1) return;  // a plain argument spans the grown dim
   }
-  for (TensorType& output : padded.outputs) output.shape[dim] = Bucket(first);
+  for (TensorType& output : padded.outputs) output.shape[dim] = first.bucket();
   const std::optional<std::vector<Value>> results = LowerPadded(padded, lowering);
   if (!results) return;
   ctx.growing_results.assign(results->size(), GrowingValue{});
   for (size_t r = 0; r < results->size(); ++r) {
     if ((*results)[r].shape() != padded.outputs[r].shape) continue;
-    ctx.growing_results[r] = {ZeroPastLength((*results)[r], dim, first.length_parameter),
-                              first.length_parameter, dim, first.length};
+    ctx.growing_results[r] = PaddedResult((*results)[r], dim, first.length_parameter, first.length);
   }
 }
 
 void SumOverPadding(LoweringContext& ctx, Lowering lowering, std::vector<Value>& results) {
-  if (!AnyGrowing(ctx) || (ctx.name != "sum" && ctx.name != "any") || !ctx.is_tensor(0)) return;
+  if ((ctx.name != "sum" && ctx.name != "any") || !ctx.is_tensor(0)) return;
   const GrowingValue grown = ctx.growing(0);
   if (!grown || !ReducesOver(ctx, grown.dim, grown.padded.rank())) return;
   LoweringContext padded = ctx;
@@ -118,6 +107,21 @@ void SumOverPadding(LoweringContext& ctx, Lowering lowering, std::vector<Value>&
     if ((*on_padding)[r].type() != results[r].type()) return;
   }
   results = std::move(*on_padding);
+}
+
+}  // namespace
+
+GrowingValue PaddedResult(const Value& padded, int64_t dim, const Value& length_parameter,
+                          int64_t length) {
+  const Value positions = Iota(TensorType{DType::kS64, padded.shape()}, dim);
+  const Value inside = Compare(positions, BroadcastTo(length_parameter, padded.shape()), "LT");
+  return {Select(inside, padded, ConstantLike(0, padded)), length_parameter, dim, length};
+}
+
+void LowerGrowing(LoweringContext& ctx, Lowering lowering, std::vector<Value>& results) {
+  if (!AnyGrowing(ctx)) return;  // the common case, on every op
+  SumOverPadding(ctx, lowering, results);
+  AddPaddedPointwiseResults(ctx, lowering);
 }
 
 }  // namespace torch_tpu::ops

@@ -9,16 +9,17 @@
 
 namespace torch_tpu::ops {
 
-// `padded` with its positions at and past the runtime `length` along `dim` set to zero.
-Value ZeroPastLength(const Value& padded, int64_t dim, const Value& length_parameter);
+// A result in growing form: `padded`, computed over the whole bucket along `dim`, with its
+// positions at and past the runtime length set to zero.
+GrowingValue PaddedResult(const Value& padded, int64_t dim, const Value& length_parameter,
+                          int64_t length);
 
-// A pointwise op with growing tensor arguments: lowers it again on their padded values and gives
-// the results in growing form (ctx.growing_results). Nothing when the arguments do not line up:
-// growing dims that disagree after broadcasting, or a plain argument spanning the grown dim.
-void AddPaddedPointwiseResults(LoweringContext& ctx, Lowering lowering);
-
-// A sum over a grown dim reads the padded value directly (its padding is zeros): `results` are
-// replaced by ones that do not depend on the length.
-void SumOverPadding(LoweringContext& ctx, Lowering lowering, std::vector<Value>& results);
+// After an op's lowering gave `results`, for an op with growing tensor arguments:
+// - a pointwise op is lowered again on their padded values, its results given in growing form
+//   (ctx.growing_results), unless the arguments do not line up (grown dims that disagree after
+//   broadcasting, a plain argument spanning the grown dim);
+// - a sum (or any) over a grown dim reads the padded value directly (its padding is zeros):
+//   `results` are replaced by ones that do not depend on the length.
+void LowerGrowing(LoweringContext& ctx, Lowering lowering, std::vector<Value>& results);
 
 }  // namespace torch_tpu::ops

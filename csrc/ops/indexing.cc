@@ -383,12 +383,11 @@ void AddGrowingIndexResult(LoweringContext& ctx) {
   const int64_t dim = at + (adjacent ? axes.at(0) : 0);
   Shape padded_shape = ctx.output().shape;
   if (dim >= static_cast<int64_t>(padded_shape.size()) || padded_shape[dim] != grown.length) return;
-  padded_shape[dim] = grown.padded.shape()[grown.dim];
+  padded_shape[dim] = grown.bucket();
   indices[axis] = index;
   const Value result = Gather(self, AdvancedIndexAccess(self, indices));
   if (result.shape() != padded_shape) return;
-  ctx.growing_results = {{ZeroPastLength(result, dim, grown.length_parameter),
-                          grown.length_parameter, dim, grown.length}};
+  ctx.growing_results = {PaddedResult(result, dim, grown.length_parameter, grown.length)};
 }
 
 std::vector<Value> IndexLowering(LoweringContext& ctx) {

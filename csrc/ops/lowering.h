@@ -40,6 +40,7 @@ struct GrowingValue {
   int64_t dim = -1;
   int64_t length = 0;
   explicit operator bool() const { return static_cast<bool>(padded); }
+  int64_t bucket() const { return padded.shape()[dim]; }
 };
 
 struct Argument {
