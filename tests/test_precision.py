@@ -141,6 +141,25 @@ def test_new_torch_precision_api_does_not_break_tpu_ops():
     assert result.stdout.strip() == "True HIGH"
 
 
+@pytest.mark.parametrize("chosen", ["medium", "high", "highest"])
+def test_torch_compile_keeps_the_mode_that_set_float32_matmul_precision_chose(chosen):
+    # Dynamo saves and restores torch's fp32 settings around each frame; writing back the value a
+    # setting already had (medium reads back as CUDA's "tf32") must not change the tpu mode, or a
+    # compiled graph would multiply at another precision than eager code.
+    result = run_python(
+        "import torch, torch_tpu\n"
+        f"torch.set_float32_matmul_precision({chosen!r})\n"
+        "before = torch.tpu.precision().name\n"
+        "f = torch.compile(lambda a, b: a @ b, backend='tpu')\n"
+        "a = torch.rand(16, 16, device='tpu')\n"
+        "same = torch.equal(f(a, a).cpu(), (a @ a).cpu())\n"
+        "print(before, torch.tpu.precision().name, same)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    expected = {"medium": "DEFAULT", "high": "HIGH", "highest": "HIGHEST"}[chosen]
+    assert result.stdout.split() == [expected, expected, "True"]
+
+
 def test_mode_switch_is_not_hidden_by_the_compile_cache():
     a, b = make((8, 64)), make((64, 8))
     results = {}

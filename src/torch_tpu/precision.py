@@ -130,8 +130,13 @@ def _follow_fp32_precision() -> None:
         return
 
     def set_fp32_precision(backend, op, precision):
+        before = _fp32_setting()
         result = original(backend, op, precision)  # torch validates, and sets the CPU/CUDA side
-        _apply_fp32_setting()
+        # Only a change counts: torch.compile saves and restores these settings around each
+        # frame, and writing back the value they already had must not override the tpu mode
+        # (set_float32_matmul_precision("medium") reads back as "tf32", which would mean HIGH).
+        if _fp32_setting() != before:
+            _apply_fp32_setting()
         return result
 
     set_fp32_precision._torch_tpu_forwards = True
