@@ -21,20 +21,30 @@ from _timing import median_seconds  # noqa: E402
 import torch_tpu  # noqa: E402
 from torch_tpu import _C  # noqa: E402
 
+
+def _matrices(*shapes):
+    return lambda: tuple(torch.randn(*shape) for shape in shapes)
+
+
+# The products in each operand layout (tpu in its DEFAULT precision mode: bf16 operands).
 CASES = {
-    "add 1k": (lambda: (torch.randn(1000), torch.randn(1000)), torch.add),
-    "mm 256x256": (lambda: (torch.randn(256, 256), torch.randn(256, 256)), torch.mm),
+    "add 1k": (_matrices((1000,), (1000,)), torch.add),
+    "mm 256x256": (_matrices((256, 256), (256, 256)), torch.mm),
+    "x@w 1024": (_matrices((1024, 1024), (1024, 1024)), lambda a, b: a @ b),
+    "x@w.T 1024": (_matrices((1024, 1024), (1024, 1024)), lambda a, b: a @ b.t()),
+    "x.T@w 1024": (_matrices((1024, 1024), (1024, 1024)), lambda a, b: a.t() @ b),
+    "q@k.mT 32x128x64": (_matrices((32, 128, 64), (32, 128, 64)), lambda q, k: q @ k.mT),
 }
 
 
 def warm(repeats: int) -> None:
-    print(f"{'op':<12} {'cpu (us)':>10} {'tpu (us)':>10} {'tpu/cpu':>8}")
+    print(f"{'op':<18} {'cpu (us)':>10} {'tpu (us)':>10} {'tpu/cpu':>8}")
     for name, (make_inputs, op) in CASES.items():
         cpu_inputs = make_inputs()
         tpu_inputs = [t.to("tpu") for t in cpu_inputs]
         cpu = median_seconds(lambda op=op, a=cpu_inputs: op(*a), lambda: None, repeats)
         tpu = median_seconds(lambda op=op, a=tpu_inputs: op(*a), torch.tpu.synchronize, repeats)
-        print(f"{name:<12} {cpu * 1e6:>10.1f} {tpu * 1e6:>10.1f} {tpu / cpu:>8.1f}")
+        print(f"{name:<18} {cpu * 1e6:>10.1f} {tpu * 1e6:>10.1f} {tpu / cpu:>8.2f}")
 
 
 def cold() -> None:

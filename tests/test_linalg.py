@@ -340,6 +340,60 @@ def test_default_mode_is_bf16_operands_f32_accumulation(mode):
     check_product(got, torch.mm, a16, b16, accumulation=F32_ACCUMULATION["HIGHEST"])
 
 
+# Products in every operand layout, under the modes whose dots take bf16 operands. On the CPU
+# plugin each operand is laid out row-major behind an optimization barrier first (ops/target.h);
+# a layout XLA's bf16 kernels do not take fails at run time instead, so each form runs here:
+# transposed views, batches, broadcasting, several contracting dims, m or n of 1, tiny dims.
+LAYOUT_CASES = {
+    "x@w": (lambda a, b: a @ b, [(40, 48), (48, 36)]),
+    "x@w.T (linear)": (lambda a, b: a @ b.t(), [(40, 48), (36, 48)]),
+    "x.T@w": (lambda a, b: a.t() @ b, [(48, 40), (48, 36)]),
+    "x.T@w.T": (lambda a, b: a.t() @ b.t(), [(48, 40), (36, 48)]),
+    "q@k.mT": (lambda q, k: q @ k.mT, [(2, 3, 20, 16), (2, 3, 24, 16)]),
+    "p@v (4-D)": (lambda p, v: p @ v, [(2, 3, 20, 24), (2, 3, 24, 16)]),
+    "broadcast batch": (lambda a, b: a @ b, [(2, 1, 12, 16), (3, 16, 10)]),
+    "batched m=1": (lambda a, b: a @ b, [(5, 1, 48), (5, 48, 40)]),
+    "batched n=1": (lambda a, b: a @ b, [(5, 40, 48), (5, 48, 1)]),
+    "mv": (lambda a, v: a @ v, [(40, 48), (48,)]),
+    "vm.T": (lambda v, a: v @ a.t(), [(48,), (40, 48)]),
+    "dot": (lambda u, v: u @ v, [(48,), (48,)]),
+    "tiny": (lambda a, b: a.t() @ b, [(4, 3), (4, 5)]),
+    "two contracting dims": (lambda a, b: torch.einsum("bik,jbk->ij", a, b), [(3, 20, 16), (12, 3, 16)]),
+    "batch after free dims": (lambda a, b: torch.einsum("ibk,bkj->bij", a, b), [(20, 3, 16), (3, 16, 12)]),
+    "tensordot": (lambda a, b: torch.tensordot(a, b, dims=([1, 2], [1, 0])), [(10, 4, 6), (6, 4, 9)]),
+    "linear 3-D": (lambda x, w: F.linear(x, w), [(2, 7, 48), (36, 48)]),
+    "empty contraction": (lambda a, b: a.t() @ b, [(0, 5), (0, 4)]),
+}
+
+
+@pytest.mark.parametrize("mode", ["DEFAULT", "HIGH"], indirect=True)
+@pytest.mark.parametrize("case", list(LAYOUT_CASES))
+def test_products_in_every_operand_layout(mode, case):
+    product, shapes = LAYOUT_CASES[case]
+    operands = [make(shape) for shape in shapes]
+    check_product(product(*on_tpu(*operands)), product, *operands, accumulation=F32_ACCUMULATION[mode])
+    bf16 = [t.bfloat16() for t in operands]
+    check_product(product(*on_tpu(*bf16)), product, *bf16)
+
+
+@pytest.mark.parametrize("mode", ["DEFAULT"], indirect=True)
+def test_products_in_every_operand_layout_inside_one_compiled_program(mode, fresh_dynamo):
+    # The same forms as one program with elementwise work around them, as a training step has.
+    def step(*operands):
+        return [product(*(t * 0.5 for t in operands[2 * i : 2 * i + 2])).sin() for i, (product, _) in enumerate(cases)]
+
+    cases = [LAYOUT_CASES[name] for name in ("x@w.T (linear)", "x.T@w", "q@k.mT", "batched m=1", "tensordot")]
+    operands = [make(shape) for _, shapes in cases for shape in shapes]
+    got = torch.compile(step, backend="tpu")(*on_tpu(*operands))
+    for i, (product, _) in enumerate(cases):
+        a, b = operands[2 * i : 2 * i + 2]
+        exact = product(a.double() * 0.5, b.double() * 0.5)
+        scale = product(a.double().abs() * 0.5, b.double().abs() * 0.5)
+        # sin is 1-Lipschitz: the product's error bound carries over, plus sin's own rounding.
+        error = (got[i].cpu().double() - exact.sin()).abs()
+        assert (error <= F32_ACCUMULATION[mode] * scale + 1e-6).all()
+
+
 @pytest.mark.parametrize("mode", ["DEFAULT", "HIGH"], indirect=True)
 def test_modes_leave_bf16_and_integer_alone(mode):
     a, b = make((8, 64), torch.bfloat16), make((64, 4), torch.bfloat16)

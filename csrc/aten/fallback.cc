@@ -28,6 +28,7 @@
 #include "exec/pending.h"
 #include "ops/builder.h"
 #include "ops/growing.h"
+#include "ops/target.h"
 
 namespace torch_tpu::aten {
 
@@ -679,6 +680,17 @@ bool LowerAndWrite(const c10::OperatorHandle& op, ops::Lowering lowering, const 
   return true;
 }
 
+// The lowerings learn which compiler they target from the device's platform, on the first op.
+void ConfigureLoweringTarget() {
+  static const bool configured = [] {
+    ops::LoweringTarget target;
+    target.row_major_bf16_dots = exec::GetClient().platform_name() == "cpu";
+    ops::SetLoweringTarget(target);
+    return true;
+  }();
+  (void)configured;
+}
+
 void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
@@ -713,6 +725,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   const std::shared_ptr<const MetaOutputs> meta_outputs = RunMeta(op, args, *stack, begin);
   if (!meta_outputs) return CpuFallback(op, stack);
 
+  ConfigureLoweringTarget();
   ops::LoweringContext ctx;
   ctx.name = lowering_name;
   ctx.overload = op.operator_name().overload_name;

@@ -1,7 +1,11 @@
 #include "ops/builder.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <numeric>
 #include <stdexcept>
+
+#include "ops/target.h"
 
 namespace torch_tpu::ops {
 
@@ -302,22 +306,51 @@ std::vector<int64_t> NormalizeDims(const std::vector<int64_t>& dims, int64_t ran
   return out;
 }
 
-Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
-                 const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
-                 const std::vector<int64_t>& rhs_contract, DType result, bool highest) {
-  Shape shape;
-  for (int64_t d : lhs_batch) shape.push_back(lhs.shape()[d]);
-  auto free_dims = [&](const Value& v, const std::vector<int64_t>& batch,
-                       const std::vector<int64_t>& contract) {
-    for (int64_t i = 0; i < v.rank(); ++i) {
-      if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
-          std::find(contract.begin(), contract.end(), i) == contract.end()) {
-        shape.push_back(v.shape()[i]);
-      }
+namespace {
+
+LoweringTarget g_lowering_target;
+
+// The dims of a dot operand that are neither batch nor contracting dims, in order.
+std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
+                              const std::vector<int64_t>& contract) {
+  std::vector<int64_t> free;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
+        std::find(contract.begin(), contract.end(), i) == contract.end()) {
+      free.push_back(i);
     }
-  };
-  free_dims(lhs, lhs_batch, lhs_contract);
-  free_dims(rhs, rhs_batch, rhs_contract);
+  }
+  return free;
+}
+
+std::vector<int64_t> Joined(std::vector<int64_t> dims, const std::vector<int64_t>& more,
+                            const std::vector<int64_t>& last) {
+  dims.insert(dims.end(), more.begin(), more.end());
+  dims.insert(dims.end(), last.begin(), last.end());
+  return dims;
+}
+
+std::vector<int64_t> Range(size_t from, size_t count) {
+  std::vector<int64_t> dims(count);
+  std::iota(dims.begin(), dims.end(), static_cast<int64_t>(from));
+  return dims;
+}
+
+// `value` with its dims in `order` and a unit dim at `unit_at`, behind an optimization barrier.
+// The reshape gives it a fresh row-major layout in XLA's eyes (a transpose keeps its operand's
+// layout, permuted); the barrier keeps XLA from folding the transpose back into the dot, which
+// would leave it a bf16 dot its runtime cannot run.
+Value RowMajorOperand(const Value& value, const std::vector<int64_t>& order, size_t unit_at) {
+  const Value ordered = order == Range(0, order.size()) ? value : Transpose(value, order);
+  Shape shape = ordered.shape();
+  shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(unit_at), 1);
+  const Value fresh = Reshape(ordered, shape);
+  return ir::MakeMultiOp("stablehlo.optimization_barrier", {fresh}, {fresh.type()})[0];
+}
+
+Value DotGeneralOp(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
+                   const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                   const std::vector<int64_t>& rhs_contract, const TensorType& type, bool highest) {
   std::string attributes =
       "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " + ir::I64List(lhs_batch) +
       ", rhs_batching_dimensions = " + ir::I64List(rhs_batch) +
@@ -327,7 +360,38 @@ Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>&
     attributes +=
         ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]";
   }
-  return ir::MakeOp("stablehlo.dot_general", {lhs, rhs}, TensorType{result, shape}, attributes);
+  return ir::MakeOp("stablehlo.dot_general", {lhs, rhs}, type, attributes);
+}
+
+}  // namespace
+
+const LoweringTarget& CurrentLoweringTarget() { return g_lowering_target; }
+void SetLoweringTarget(const LoweringTarget& target) { g_lowering_target = target; }
+
+Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
+                 const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
+                 const std::vector<int64_t>& rhs_contract, DType result, bool highest) {
+  const std::vector<int64_t> lhs_free = FreeDims(lhs.rank(), lhs_batch, lhs_contract);
+  const std::vector<int64_t> rhs_free = FreeDims(rhs.rank(), rhs_batch, rhs_contract);
+  Shape shape;
+  for (int64_t d : lhs_batch) shape.push_back(lhs.shape()[d]);
+  for (int64_t d : lhs_free) shape.push_back(lhs.shape()[d]);
+  for (int64_t d : rhs_free) shape.push_back(rhs.shape()[d]);
+  if (lhs.dtype() == DType::kBF16 && g_lowering_target.row_major_bf16_dots) {
+    // [batch, 1, m.., k..] x [batch, k.., n.., 1]: row-major for XLA's CPU kernels (target.h).
+    const size_t batch = lhs_batch.size(), contract = lhs_contract.size();
+    const Value l = RowMajorOperand(lhs, Joined(lhs_batch, lhs_free, lhs_contract), batch);
+    const Value r = RowMajorOperand(rhs, Joined(rhs_batch, rhs_contract, rhs_free), rhs.rank());
+    Shape padded = shape;
+    padded.insert(padded.begin() + static_cast<std::ptrdiff_t>(batch), 1);
+    padded.push_back(1);
+    const Value product =
+        DotGeneralOp(l, r, Range(0, batch), Range(0, batch), Range(l.rank() - contract, contract),
+                     Range(batch, contract), TensorType{result, padded}, highest);
+    return Reshape(product, shape);
+  }
+  return DotGeneralOp(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
+                      TensorType{result, shape}, highest);
 }
 
 }  // namespace torch_tpu::ops
