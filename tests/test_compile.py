@@ -176,6 +176,10 @@ def test_compiled_lm_training_step_matches_eager_with_few_programs():
                 # Forward, backward, clip_grad_norm_ and the optimizer step (PyTorch's optimizer
                 # breaks the graph around its step); the backward's seed is an upload.
                 assert figures["executions"] <= 4, figures
+            if name == "compiled" and i == len(tokens) - 1:
+                # Every graph runs from its plan: attention without dropout draws no random
+                # numbers, and its never-written RNG seed outputs pass from forward to backward.
+                assert figures["compiled_graph_direct_calls"] == figures["compiled_graph_calls"] == 4, figures
         results[name] = (m, losses)
     torch.testing.assert_close(results["compiled"][1], results["eager"][1], rtol=1e-4, atol=1e-4)
     for p, p_eager in zip(results["compiled"][0].parameters(), results["eager"][0].parameters(), strict=True):
@@ -300,6 +304,18 @@ def test_a_random_graph_draws_new_numbers_every_call():
     assert not torch.equal(masks[1], masks[2])
     for mask in masks:
         assert set(mask.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_a_graph_whose_dropout_keeps_everything_runs_from_its_plan():
+    def f(x):
+        return torch.ops.aten.native_dropout(x, 0.0, True)[0] * 2
+
+    compiled = torch.compile(f, backend="tpu")
+    x = make((64,))
+    for _ in range(3):
+        result, figures = counted(compiled, x.to(TPU))
+        assert_close(result, x * 2, rtol=0, atol=0)
+    assert figures["compiled_graph_direct_calls"] == 1, figures
 
 
 def test_a_cpu_scalar_input_that_changes_is_honoured():

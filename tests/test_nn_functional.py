@@ -202,6 +202,12 @@ def test_native_dropout_train_flag():
     out, mask = torch.ops.aten.native_dropout(x.to(TPU), 0.5, True)
     assert mask.dtype == torch.bool
     assert_close(out, torch.where(mask.cpu(), x * 2, 0))
+    # Training with p = 0 keeps everything, as the CPU's kernel does (it is lowered without
+    # random numbers).
+    out, mask = torch.ops.aten.native_dropout(x.to(TPU), 0.0, True)
+    out_cpu, mask_cpu = torch.ops.aten.native_dropout(x, 0.0, True)
+    assert_close(out, out_cpu, rtol=0, atol=0)
+    assert_close(mask, mask_cpu)
 
 
 def test_dropout_reproducible_under_manual_seed():

@@ -27,9 +27,10 @@ GraphCapture::GraphCapture(std::vector<DeviceStorage*> inputs)
   // Work pending from before the graph (fused mode) would join its cut: not the graph's program.
   usable_ = PendingCount() == 0;
   for (DeviceStorage* storage : inputs_) {
-    // An input with no buffer (pending, or never written: read as zeros) is not a parameter.
-    // A padded (growing) input's buffer is longer than the storage: not a fixed parameter type.
-    usable_ = usable_ && !storage->pending() && storage->buffer() != nullptr && !storage->padded();
+    // A pending input is not a buffer yet. A never-written one (read as zeros, not a parameter)
+    // is fine: a replay requires it to be unwritten again (python/compiled_graph.cc). A padded
+    // (growing) input's buffer is longer than the storage: not a fixed parameter type.
+    usable_ = usable_ && !storage->pending() && !storage->padded();
     input_buffers_.push_back(storage->buffer().get());
   }
 }

@@ -403,10 +403,12 @@ std::vector<Value> PreluBackwardLowering(LoweringContext& ctx) {
 std::vector<Value> NativeDropoutLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
   Value input = ctx.tensor(0);
-  if (!ctx.bool_arg(2, true)) {
+  const double p = ctx.double_arg(1);
+  // Keeping everything draws no random numbers (a compiled graph holding it then runs from a
+  // plan, _compile/dynamo_backend.py); the result is the input, exactly as x * 1 / (1 - 0).
+  if (!ctx.bool_arg(2, true) || p == 0) {
     return {input, Constant(1, DType::kBool, out.shape)};
   }
-  const double p = ctx.double_arg(1);
   const DType t = OpMathType(out.dtype);
   Scalar keep_probability, scale;
   keep_probability.kind = scale.kind = Scalar::Kind::kFloat;

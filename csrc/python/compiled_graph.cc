@@ -3,6 +3,9 @@
 // the same layout (sizes, strides, offsets, dtypes, which share a storage, equal Python values
 // and CPU scalars) launches the program and wraps its results as the outputs, with no op
 // recorded. Any difference, or deferred work, returns None and the graph is recorded as usual.
+// Never-written tensors (placeholders such as attention's unused RNG seed outputs, which the
+// backward graph receives again) are part of the layout: unwritten when captured, unwritten
+// when replayed.
 #include "python/compiled_graph.h"
 
 #include <ATen/ATen.h>
@@ -39,13 +42,15 @@ struct Layout {
 
 struct InputSpec {
   enum class Kind { kTpu, kCpuScalar, kObject } kind;
-  Layout layout;         // kTpu, kCpuScalar
-  int first_sharer = 0;  // kTpu: the first tpu input over the same storage
-  at::Tensor value;      // kCpuScalar: its value becomes a scalar parameter of the program
-  py::object object;     // kObject
+  Layout layout;           // kTpu, kCpuScalar
+  int first_sharer = 0;    // kTpu: the first tpu input over the same storage
+  bool unwritten = false;  // kTpu: its storage was never written (no buffer) when captured
+  at::Tensor value;        // kCpuScalar: its value becomes a scalar parameter of the program
+  py::object object;       // kObject
 };
 
 struct OutputSpec {
+  // kEmpty: no elements, or never written; each call gets a fresh unwritten tensor.
   enum class Kind { kResult, kInput, kEmpty, kObject } kind;
   int index = 0;  // kResult: the program result; kInput: the tpu input sharing its storage
   Layout layout;
@@ -128,7 +133,8 @@ class CompiledGraphPlan {
       }
       if (!t.is_privateuseone() || t.device().index() != plan_.device) return py::none();
       exec::DeviceStorage* storage = aten::StorageOf(t);
-      if (storage->pending() || storage->buffer() == nullptr || storage->padded()) {
+      if (storage->pending() || (storage->buffer() == nullptr) != spec.unwritten ||
+          storage->padded()) {
         return py::none();
       }
       storages.push_back(storage);
@@ -201,6 +207,7 @@ class CompiledGraphCapture {
         if (t.is_privateuseone()) {
           spec.kind = InputSpec::Kind::kTpu;
           storages.push_back(aten::StorageOf(t));
+          spec.unwritten = storages.back()->buffer() == nullptr;
           input_arg_.push_back(i);
         } else if (t.is_cpu() && t.dim() == 0) {
           spec.kind = InputSpec::Kind::kCpuScalar;
@@ -246,7 +253,7 @@ class CompiledGraphCapture {
       } else if (input != storages_.end()) {  // an input, or its new value (written in place)
         spec.kind = OutputSpec::Kind::kInput;
         spec.index = static_cast<int>(input - storages_.begin());
-      } else if (t.numel() == 0) {
+      } else if (t.numel() == 0 || (storage->buffer() == nullptr && !storage->pending())) {
         spec.kind = OutputSpec::Kind::kEmpty;
       } else {
         return py::none();  // a storage the graph neither received nor wrote
