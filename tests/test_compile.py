@@ -296,14 +296,28 @@ def test_a_changed_input_layout_is_recorded_again_not_misread():
 
 def test_a_random_graph_draws_new_numbers_every_call():
     def f(x):
-        return torch.nn.functional.dropout(x, 0.5, training=True)
+        return torch.nn.functional.dropout(x, 0.5, training=True) + torch.rand_like(x)
 
     compiled = torch.compile(f, backend="tpu")
     x = torch.ones(256, device=TPU)
-    masks = [compiled(x).cpu() for _ in range(3)]
-    assert not torch.equal(masks[1], masks[2])
-    for mask in masks:
-        assert set(mask.unique().tolist()) <= {0.0, 2.0}
+    results = []
+    for _ in range(4):
+        result, figures = counted(compiled, x)
+        results.append(result.cpu())
+    # Run from its plan, each call drawing new keys: new numbers every time.
+    assert figures["compiled_graph_direct_calls"] == 1 and figures["compiles"] == 0, figures
+    for a, b in zip(results, results[1:], strict=False):
+        assert not torch.equal(a, b)
+    for result in results:
+        kept = result >= 2
+        assert ((result[kept] >= 2) & (result[kept] < 3)).all() and ((result[~kept] >= 0) & (result[~kept] < 1)).all()
+    # The generator advances as in eager mode: under one seed, the plan draws eager's numbers, and
+    # the next draw after it is eager's next draw too.
+    for run in (f, compiled):
+        torch.manual_seed(7)
+        first, after = run(x).cpu(), torch.rand(8, device=TPU).cpu()
+        results.append((first, after))
+    assert torch.equal(results[-1][0], results[-2][0]) and torch.equal(results[-1][1], results[-2][1])
 
 
 def test_a_graph_whose_dropout_keeps_everything_runs_from_its_plan():

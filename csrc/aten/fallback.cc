@@ -25,6 +25,7 @@
 #include "aten/tpu_tensor.h"
 #include "exec/bucketing.h"
 #include "exec/context.h"
+#include "exec/graph_plan.h"
 #include "exec/pending.h"
 #include "ops/builder.h"
 #include "ops/growing.h"
@@ -398,6 +399,10 @@ void AppendRandomKey(const c10::OperatorHandle& op, const c10::Stack& args, c10:
                 "Expected a 'tpu' device type for generator but found '", generator.device().type(),
                 "'");
     auto [seed, offset] = tpu->NextKey();
+    if (exec::GraphCapture* capture = exec::ActiveGraphCapture()) {
+      capture->NoteRandomDraw(
+          {[generator] { return generator.get<TpuGenerator>()->NextKey(); }, seed, offset});
+    }
     for (uint64_t word : {seed, offset}) {
       ops::Argument a;
       a.kind = ops::Argument::Kind::kInt;

@@ -54,7 +54,9 @@ void GraphCapture::OnCut(const ir::Program& program, const std::vector<DeviceSto
   }
   const runtime::Device& device = GetDevice(plan.device);
   for (const ir::ScalarPack& pack : program.scalar_packs) {
-    plan.scalar_buffers.push_back(UploadScalarPack(pack, device));
+    plan.scalar_dtypes.push_back(pack.dtype);
+    plan.scalar_bytes.push_back(ScalarPackBytes(pack));
+    plan.scalar_buffers.push_back(UploadScalars(plan.scalar_bytes.back(), pack.dtype, device));
   }
   plan.aliased_parameter.assign(targets.size(), -1);
   for (size_t p = 0; p < program.aliased_result.size(); ++p) {
@@ -73,18 +75,24 @@ void GraphCapture::OnCut(const ir::Program& program, const std::vector<DeviceSto
 
 std::optional<GraphPlan> GraphCapture::Finish(std::vector<DeviceStorage*>* result_storages) {
   if (!usable_ || cuts_ > 1) return std::nullopt;
-  if (cuts_ == 0) return GraphPlan{};  // nothing to run: the outputs are views of the inputs
+  if (cuts_ == 0) {  // nothing to run: the outputs are views of the inputs
+    if (!draws_.empty()) return std::nullopt;  // a draw outside any program (not replayable)
+    return GraphPlan{};
+  }
   *result_storages = targets_;
+  plan_->draws = std::move(draws_);
   return std::move(plan_);
 }
 
 std::vector<std::shared_ptr<runtime::Buffer>> RunGraphPlan(
-    const GraphPlan& plan, const std::vector<DeviceStorage*>& inputs) {
+    const GraphPlan& plan, const std::vector<DeviceStorage*>& inputs,
+    const std::vector<std::shared_ptr<runtime::Buffer>>* scalar_buffers) {
   if (!plan.executable) return {};
+  if (scalar_buffers == nullptr) scalar_buffers = &plan.scalar_buffers;
   std::vector<PJRT_Buffer*> arguments;
-  arguments.reserve(plan.parameter_input.size() + plan.scalar_buffers.size());
+  arguments.reserve(plan.parameter_input.size() + scalar_buffers->size());
   for (int input : plan.parameter_input) arguments.push_back(inputs[input]->buffer()->raw());
-  for (const auto& scalars : plan.scalar_buffers) arguments.push_back(scalars->raw());
+  for (const auto& scalars : *scalar_buffers) arguments.push_back(scalars->raw());
   // An overwritten input's old buffer becomes its new value when nothing else holds it.
   std::vector<bool> donated(arguments.size(), false);
   for (size_t r = 0; r < plan.result_input.size(); ++r) {

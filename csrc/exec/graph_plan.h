@@ -5,8 +5,11 @@
 // calls with inputs of the same layout then cost one launch.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "exec/storage.h"
@@ -15,6 +18,14 @@
 
 namespace torch_tpu::exec {
 
+// A random op's draw from its generator while the graph was recorded. A replay draws again from
+// the same generator in the same order, so the generator advances as in eager mode, and puts the
+// new key where the recorded one was among the scalar parameters (python/compiled_graph.cc).
+struct RandomDraw {
+  std::function<std::pair<uint64_t, uint64_t>()> next_key;  // (seed, offset), advancing it
+  uint64_t seed = 0, offset = 0;                            // what the recording drew
+};
+
 struct GraphPlan {
   std::shared_ptr<runtime::Executable> executable;
   ir::Signature signature;  // the program's, and its op count: for the profiler
@@ -22,6 +33,9 @@ struct GraphPlan {
   int device = 0;
   std::vector<int> parameter_input;  // per program parameter: the input storage it reads
   std::vector<std::shared_ptr<runtime::Buffer>> scalar_buffers;  // per scalar pack
+  std::vector<ir::DType> scalar_dtypes;                          // per scalar pack
+  std::vector<std::vector<uint8_t>> scalar_bytes;                // per scalar pack, as uploaded
+  std::vector<RandomDraw> draws;                                 // in the order they were drawn
   std::vector<int> result_input;  // per result: the input storage it overwrites, or -1 (new)
   std::vector<ir::DType> result_dtype;
   std::vector<size_t> result_nbytes;
@@ -39,6 +53,8 @@ class GraphCapture {
 
   // Called by Materialize for each cut while the capture is active.
   void OnCut(const ir::Program& program, const std::vector<DeviceStorage*>& targets);
+  // Called by each random op the graph records, with the key it drew.
+  void NoteRandomDraw(RandomDraw draw) { draws_.push_back(std::move(draw)); }
   // The plan, or nothing when the graph cannot be replayed directly (several cuts, a parameter
   // that is not an input, an input that was pending). `result_storages` receives the storage
   // each result was written to.
@@ -50,6 +66,7 @@ class GraphCapture {
   bool usable_ = true;
   int cuts_ = 0;
   std::optional<GraphPlan> plan_;
+  std::vector<RandomDraw> draws_;
   std::vector<DeviceStorage*> targets_;
   GraphCapture* previous_;
 };
@@ -57,8 +74,10 @@ class GraphCapture {
 // Runs the plan over the current call's input storages (same layout as when captured), installs
 // the results that overwrite inputs, and returns every result's buffer. Inputs must be
 // materialized; nothing may be pending.
+// `scalar_buffers`, when given, replace the plan's (its random keys drawn anew).
 std::vector<std::shared_ptr<runtime::Buffer>> RunGraphPlan(
-    const GraphPlan& plan, const std::vector<DeviceStorage*>& inputs);
+    const GraphPlan& plan, const std::vector<DeviceStorage*>& inputs,
+    const std::vector<std::shared_ptr<runtime::Buffer>>* scalar_buffers = nullptr);
 
 GraphCapture* ActiveGraphCapture();
 

@@ -2,6 +2,7 @@
 // its element type), a pending graph value, or nothing yet (reads as zeros).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,6 +91,10 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
 // One upload of a program's scalar parameters of one dtype.
 std::shared_ptr<runtime::Buffer> UploadScalarPack(const ir::ScalarPack& pack,
                                                   const runtime::Device& device);
+// A scalar pack's values as the bytes of a 1-D array, and the upload of such bytes.
+std::vector<uint8_t> ScalarPackBytes(const ir::ScalarPack& pack);
+std::shared_ptr<runtime::Buffer> UploadScalars(const std::vector<uint8_t>& bytes, ir::DType dtype,
+                                               const runtime::Device& device);
 // Registers a launched program's outputs with synchronize() (debug mode: waits for them).
 void NoteLaunched(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs);
 // Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.

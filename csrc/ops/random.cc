@@ -84,6 +84,14 @@ uint64_t Mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+}  // namespace
+
+uint64_t RandomKey(uint64_t seed, uint64_t offset) {
+  return Mix64(Mix64(seed) + 0x9E3779B97F4A7C15ull * (offset + 1));
+}
+
+namespace {
+
 // Random bits (ui32 or ui64) of `shape` from the op's generator key, the last two arguments.
 // ThreeFry takes state[0] as its key and counts from state[1], one counter per output word, so
 // using the offset as the counter would make consecutive ops' streams overlap (shifted by one).
@@ -95,7 +103,7 @@ Value RandomBits(const LoweringContext& ctx, const Shape& shape, DType bits_dtyp
   const auto seed = static_cast<uint64_t>(ctx.scalar(n - 2).i);
   const auto offset = static_cast<uint64_t>(ctx.scalar(n - 1).i);
   Scalar key;
-  key.i = static_cast<int64_t>(Mix64(Mix64(seed) + 0x9E3779B97F4A7C15ull * (offset + 1)));
+  key.i = static_cast<int64_t>(RandomKey(seed, offset));
   Value state = Concatenate({Reshape(ctx.ScalarParameter(key, DType::kU64), {1}),
                              Reshape(IntegerConstant(0, DType::kU64), {1})},
                             0);

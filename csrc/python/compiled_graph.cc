@@ -5,7 +5,7 @@
 // recorded. Any difference, or deferred work, returns None and the graph is recorded as usual.
 // Never-written tensors (placeholders such as attention's unused RNG seed outputs, which the
 // backward graph receives again) are part of the layout: unwritten when captured, unwritten
-// when replayed.
+// when replayed. A graph with random ops draws new keys from its generators on each replay.
 #include "python/compiled_graph.h"
 
 #include <ATen/ATen.h>
@@ -13,12 +13,14 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "exec/graph_plan.h"
 #include "exec/pending.h"
+#include "ops/random_bits.h"
 
 namespace torch_tpu::python {
 
@@ -88,6 +90,30 @@ bool SharesAs(const std::vector<exec::DeviceStorage*>& storages, const std::vect
   return std::adjacent_find(firsts.begin(), firsts.end()) == firsts.end();
 }
 
+// Where a recorded random draw's key sits among a plan's scalar parameters.
+struct KeySlot {
+  size_t pack = 0, index = 0;  // the scalar pack and the u64 within it
+  size_t draw = 0;             // the draw, in GraphPlan::draws
+};
+
+// The slots holding each draw's key (found by value: a 64-bit hash of the generator's state).
+std::vector<KeySlot> FindKeySlots(const exec::GraphPlan& plan) {
+  std::vector<KeySlot> slots;
+  for (size_t d = 0; d < plan.draws.size(); ++d) {
+    const uint64_t key = ops::RandomKey(plan.draws[d].seed, plan.draws[d].offset);
+    for (size_t p = 0; p < plan.scalar_bytes.size(); ++p) {
+      if (plan.scalar_dtypes[p] != ir::DType::kU64) continue;
+      const std::vector<uint8_t>& bytes = plan.scalar_bytes[p];
+      for (size_t i = 0; i * sizeof(uint64_t) < bytes.size(); ++i) {
+        uint64_t word = 0;
+        std::memcpy(&word, bytes.data() + i * sizeof(uint64_t), sizeof(uint64_t));
+        if (word == key) slots.push_back({p, i, d});
+      }
+    }
+  }
+  return slots;
+}
+
 at::Tensor TensorOver(const c10::Storage& storage, const Layout& layout) {
   at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -108,7 +134,8 @@ class CompiledGraphPlan {
         outputs_(std::move(outputs)),
         tuple_(tuple),
         sharing_(std::move(sharing)),
-        input_arg_(std::move(input_arg)) {}
+        input_arg_(std::move(input_arg)),
+        key_slots_(FindKeySlots(plan_)) {}
 
   // The graph's outputs, or None when this call's inputs differ from the captured layout.
   py::object Run(const py::list& args) {
@@ -143,8 +170,11 @@ class CompiledGraphPlan {
 
     exec::GetMetrics().compiled_graph_calls++;
     exec::GetMetrics().compiled_graph_direct_calls++;
-    std::vector<std::shared_ptr<runtime::Buffer>> results =
-        aten::Translate([&] { return exec::RunGraphPlan(plan_, storages); });
+    std::vector<std::shared_ptr<runtime::Buffer>> results = aten::Translate([&] {
+      if (plan_.draws.empty()) return exec::RunGraphPlan(plan_, storages);
+      std::vector<std::shared_ptr<runtime::Buffer>> scalars = FreshRandomKeys();
+      return exec::RunGraphPlan(plan_, storages, &scalars);
+    });
     // New storages for the results that overwrite no input; outputs view them.
     std::vector<c10::Storage> fresh(results.size());
     const c10::DeviceIndex saved = aten::CurrentDeviceIndex();
@@ -182,12 +212,39 @@ class CompiledGraphPlan {
   }
 
  private:
+  // The scalar parameters with each random draw made again, in the recorded order, from its
+  // generator: the generators advance as they would in eager mode.
+  std::vector<std::shared_ptr<runtime::Buffer>> FreshRandomKeys() {
+    std::vector<uint64_t> keys;
+    keys.reserve(plan_.draws.size());
+    for (const exec::RandomDraw& draw : plan_.draws) {
+      const auto [seed, offset] = draw.next_key();
+      keys.push_back(ops::RandomKey(seed, offset));
+    }
+    std::vector<std::vector<uint8_t>> bytes = plan_.scalar_bytes;
+    std::vector<bool> changed(bytes.size(), false);
+    for (const KeySlot& slot : key_slots_) {
+      std::memcpy(bytes[slot.pack].data() + slot.index * sizeof(uint64_t), &keys[slot.draw],
+                  sizeof(uint64_t));
+      changed[slot.pack] = true;
+    }
+    std::vector<std::shared_ptr<runtime::Buffer>> buffers = plan_.scalar_buffers;
+    for (size_t p = 0; p < buffers.size(); ++p) {
+      if (changed[p]) {
+        buffers[p] =
+            exec::UploadScalars(bytes[p], plan_.scalar_dtypes[p], exec::GetDevice(plan_.device));
+      }
+    }
+    return buffers;
+  }
+
   exec::GraphPlan plan_;
   std::vector<InputSpec> inputs_;
   std::vector<OutputSpec> outputs_;
   bool tuple_;
   std::vector<int> sharing_;       // SharingPattern of the tpu inputs
   std::vector<size_t> input_arg_;  // per tpu input: its position among the arguments
+  std::vector<KeySlot> key_slots_;
 };
 
 // A capture, opened before a graph's first call and finished after its cut.

@@ -103,40 +103,14 @@ def _dump_graph(graph_module: torch.fx.GraphModule, kind: str) -> None:
         f.write(graph_module.print_readable(print_output=False))
 
 
-def _draws_nothing(node: torch.fx.Node) -> bool:
-    """Whether a seeded op keeps everything: a dropout probability of 0 (models built with
-    dropout=0.0, attention without dropout) or not training. Such ops are lowered without random
-    numbers (native_dropout in ops/nn.cc, attention in ops/attention.cc)."""
-    schema = getattr(node.target, "_schema", None)
-    if schema is None:
-        return False
-    values = {arg.name: arg.default_value for arg in schema.arguments if arg.has_default_value()}
-    values.update(zip((arg.name for arg in schema.arguments), node.args, strict=False))
-    values.update(node.kwargs)
-    if values.get("train") is False:
-        return True
-    probability = values.get("p", values.get("dropout_p"))
-    return isinstance(probability, (int, float)) and probability == 0
-
-
-def _is_random(graph_module: torch.fx.GraphModule) -> bool:
-    """Whether the graph draws random numbers: each call then needs new seeds, so it is recorded
-    every time rather than run from a plan."""
-    for node in graph_module.graph.nodes:
-        if node.op != "call_function" or _draws_nothing(node):
-            continue
-        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-            return True
-    return False
-
-
 class _GraphProgram:
     """A boxed callable running one aot_autograd graph as one program.
 
     The first call records the graph's ops in a deferred scope and captures the cut; while the
     inputs keep that layout, later calls launch the captured program directly (a plan, csrc/python/
-    compiled_graph.cc). A call the plan refuses is recorded again, which compiles nothing new: the
-    program's structural key is the same. Graphs whose layout keeps changing stop being captured.
+    compiled_graph.cc), random ops drawing new keys from their generators. A call the plan refuses
+    is recorded again, which compiles nothing new: the program's structural key is the same.
+    Graphs whose layout keeps changing stop being captured.
     """
 
     _MAX_CAPTURES = 4
@@ -144,7 +118,7 @@ class _GraphProgram:
     def __init__(self, graph_module: torch.fx.GraphModule):
         self.graph_module = graph_module
         self.plan = None
-        self.captures_left = 0 if _is_random(graph_module) else self._MAX_CAPTURES
+        self.captures_left = self._MAX_CAPTURES
 
     def __call__(self, args):
         if self.plan is not None:
