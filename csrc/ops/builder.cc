@@ -336,15 +336,28 @@ std::vector<int64_t> Range(size_t from, size_t count) {
   return dims;
 }
 
-// `value` with its dims in `order` and a unit dim at `unit_at`, behind an optimization barrier.
-// The reshape gives it a fresh row-major layout in XLA's eyes (a transpose keeps its operand's
-// layout, permuted); the barrier keeps XLA from folding the transpose back into the dot, which
-// would leave it a bf16 dot its runtime cannot run.
+// Whether XLA sees `value` laid out row-major already: its dims need no reordering, and it is
+// not a transpose (whose result XLA lays out as its operand, permuted), even through converts.
+bool RowMajor(const Value& value, const std::vector<int64_t>& order) {
+  if (order != Range(0, order.size())) return false;
+  const ir::Node* node = value.node.get();
+  while (node->kind == ir::NodeKind::kOp && node->op == "stablehlo.convert") {
+    node = node->operands[0].node.get();
+  }
+  return node->kind != ir::NodeKind::kOp || node->op != "stablehlo.transpose";
+}
+
+// `value` with its dims in `order` and a unit dim at `unit_at`; unless it was row-major already,
+// behind an optimization barrier. The reshape gives it a fresh row-major layout in XLA's eyes;
+// the barrier keeps XLA from folding the transpose back into the dot, which would leave it a bf16
+// dot its runtime cannot run.
 Value RowMajorOperand(const Value& value, const std::vector<int64_t>& order, size_t unit_at) {
-  const Value ordered = order == Range(0, order.size()) ? value : Transpose(value, order);
-  Shape shape = ordered.shape();
+  const bool row_major = RowMajor(value, order);
+  Shape shape;
+  for (int64_t d : order) shape.push_back(value.shape()[d]);
   shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(unit_at), 1);
-  const Value fresh = Reshape(ordered, shape);
+  const Value fresh = Reshape(row_major ? value : Transpose(value, order), shape);
+  if (row_major) return fresh;
   return ir::MakeMultiOp("stablehlo.optimization_barrier", {fresh}, {fresh.type()})[0];
 }
 
@@ -377,11 +390,14 @@ Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>&
   for (int64_t d : lhs_batch) shape.push_back(lhs.shape()[d]);
   for (int64_t d : lhs_free) shape.push_back(lhs.shape()[d]);
   for (int64_t d : rhs_free) shape.push_back(rhs.shape()[d]);
-  if (lhs.dtype() == DType::kBF16 && g_lowering_target.row_major_bf16_dots) {
+  const std::vector<int64_t> lhs_order = Joined(lhs_batch, lhs_free, lhs_contract);
+  const std::vector<int64_t> rhs_order = Joined(rhs_batch, rhs_contract, rhs_free);
+  if (lhs.dtype() == DType::kBF16 && g_lowering_target.row_major_bf16_dots &&
+      !(RowMajor(lhs, lhs_order) && RowMajor(rhs, rhs_order))) {
     // [batch, 1, m.., k..] x [batch, k.., n.., 1]: row-major for XLA's CPU kernels (target.h).
     const size_t batch = lhs_batch.size(), contract = lhs_contract.size();
-    const Value l = RowMajorOperand(lhs, Joined(lhs_batch, lhs_free, lhs_contract), batch);
-    const Value r = RowMajorOperand(rhs, Joined(rhs_batch, rhs_contract, rhs_free), rhs.rank());
+    const Value l = RowMajorOperand(lhs, lhs_order, batch);
+    const Value r = RowMajorOperand(rhs, rhs_order, rhs.rank());
     Shape padded = shape;
     padded.insert(padded.begin() + static_cast<std::ptrdiff_t>(batch), 1);
     padded.push_back(1);
