@@ -432,9 +432,9 @@ def test_a_shape_that_grows_every_cut_is_detected_counted_and_named():
         assert delta(before, "volatile_programs") == 0
 
 
-def test_node_bound_counts_only_pending_work():
-    """Strict ops before a fused region ran as their own programs: their nodes do not count
-    toward the next cut's size bound, so a small fused region is still one program."""
+def test_size_bound_counts_only_pending_work():
+    """Strict ops before a fused region ran as their own programs: they do not count toward the
+    next cut's size bound, so a small fused region is still one program."""
     code = """
 import json, torch, torch_tpu
 x = torch.randn(64, device="tpu")
@@ -446,6 +446,38 @@ with torch_tpu.execution_mode("defer_and_fuse"):
     y.item()
     print(json.dumps(torch_tpu.metrics.snapshot()["sync_reasons"]))
 """
-    result = run_python(code, TORCH_TPU_FUSE_MAX_NODES="30")
+    result = run_python(code, TORCH_TPU_FUSE_MAX_OPS="3")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"host read": 1}
+
+
+def test_size_cuts_of_a_loop_that_never_syncs_settle_on_its_steps():
+    """A training loop that never reads a pending value back is one stream of ops, cut for size
+    at places that move from step to step. The loop detector sees through those cuts, finds the
+    step, and cuts at its boundaries; each size cut then falls at the same place in every step,
+    so the steps compile nothing more."""
+    code = """
+import json, torch, torch_tpu
+torch.manual_seed(0)
+w = torch.randn(16, 16, device="tpu") * 0.1
+batches = [torch.randn(4, 16, device="tpu") for _ in range(3)]
+compiles, reasons = [], []
+with torch_tpu.execution_mode("defer_and_fuse"):
+    for step in range(16):
+        torch_tpu.metrics.reset()
+        x = batches[step % 3]
+        for _ in range(5):
+            x = torch.tanh(x @ w) + x
+        w.sub_(x.t() @ x * 1e-3)  # 19 ops a step, none read back
+        figures = torch_tpu.metrics.snapshot()
+        compiles.append(figures["compiles"])
+        reasons.append(figures["sync_reasons"])
+    w.sum().item()
+print(json.dumps([compiles, reasons]))
+"""
+    result = run_python(code, TORCH_TPU_FUSE_MAX_OPS="7", TORCH_TPU_FUSE_MIN_LOOP_OPS="32", TORCH_TPU_DISK_CACHE="0")
+    assert result.returncode == 0, result.stderr
+    compiles, reasons = json.loads(result.stdout.strip().splitlines()[-1])
+    assert all("size limit" in r for r in reasons), reasons
+    assert any("loop boundary" in r for r in reasons[8:]), reasons
+    assert sum(compiles[8:]) == 0, compiles

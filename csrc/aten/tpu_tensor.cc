@@ -397,7 +397,9 @@ void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
       for (exec::DeviceStorage* storage : storages) {
         if (storage->pending()) exec::RegisterPending(storage);
       }
-      if (exec::PendingOverSizeBound()) exec::MaterializeAllPending("size limit");
+      if (exec::PendingOpOverSizeBound()) {
+        exec::MaterializeAllPending("size limit", /*within_loop=*/true);
+      }
       if (exec::PendingAtLoopBoundary()) exec::MaterializeAllPending("loop boundary");
       return;
     }

@@ -47,7 +47,7 @@ struct PendingSet {
   uint64_t next_sequence = 1;
   std::map<uint64_t, DeviceStorage*> storages;  // by first-write sequence
   size_t bytes = 0;
-  uint64_t nodes_at_last_cut = 0;
+  uint64_t ops_since_cut = 0;  // ops recorded since the first pending value
   LoopDetector loop;
 };
 
@@ -64,9 +64,10 @@ int64_t EnvLimit(const char* name, int64_t fallback) {
 }
 
 // A cut is forced past these: compile time grows with program size, and pending values hold
-// their inputs' buffers alive.
-const uint64_t kMaxPendingNodes =
-    static_cast<uint64_t>(EnvLimit("TORCH_TPU_FUSE_MAX_NODES", 20000));
+// their inputs' buffers alive. The bound counts ops, not IR nodes: how many nodes an op adds
+// depends on history (a value read once in a program is not read again), so a node bound cut a
+// repeated step at places that kept moving, and each new place compiled again.
+const uint64_t kMaxPendingOps = static_cast<uint64_t>(EnvLimit("TORCH_TPU_FUSE_MAX_OPS", 1000));
 const size_t kMaxPendingBytes =
     static_cast<size_t>(EnvLimit("TORCH_TPU_FUSE_MAX_BYTES", int64_t{4} << 30));
 // The shortest loop body cut at: shorter repeats (a chain of the same few ops) fuse whole.
@@ -80,9 +81,9 @@ void RegisterPending(DeviceStorage* storage) {
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);
   if (storage->pending_sequence() != 0) return;
-  // The node bound counts from the first pending value: nodes recorded by strict ops before it
-  // (which ran as their own programs) are not part of the next cut.
-  if (set.storages.empty()) set.nodes_at_last_cut = ir::RecordedNodeCount();
+  // The op bound counts from the first pending value: strict ops before it (which ran as their
+  // own programs) are not part of the next cut.
+  if (set.storages.empty()) set.ops_since_cut = 0;
   const uint64_t sequence = set.next_sequence++;
   storage->set_pending_sequence(sequence);
   set.storages.emplace(sequence, storage);
@@ -145,20 +146,19 @@ bool PendingAtLoopBoundary() {
   return true;
 }
 
-bool PendingOverSizeBound() {
+bool PendingOpOverSizeBound() {
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);
-  return ir::RecordedNodeCount() - set.nodes_at_last_cut > kMaxPendingNodes ||
-         set.bytes > kMaxPendingBytes;
+  return ++set.ops_since_cut > kMaxPendingOps || set.bytes > kMaxPendingBytes;
 }
 
-void MaterializeAllPending(const std::string& reason) {
+void MaterializeAllPending(const std::string& reason, bool within_loop) {
   std::vector<DeviceStorage*> storages;
   {
     PendingSet& set = Pending();
     std::lock_guard<std::mutex> lock(set.mutex);
-    set.nodes_at_last_cut = ir::RecordedNodeCount();
-    set.loop.Restart();
+    set.ops_since_cut = 0;
+    if (!within_loop) set.loop.Restart();
     if (set.storages.empty()) return;
     for (auto& [sequence, storage] : set.storages) {
       storage->set_pending_sequence(0);

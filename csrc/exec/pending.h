@@ -18,10 +18,15 @@ bool Deferring();
 void RegisterPending(DeviceStorage* storage);
 void ForgetPending(DeviceStorage* storage);  // the storage is being destroyed
 // Runs every pending storage's value, one program per device, results in creation order.
-void MaterializeAllPending(const std::string& reason);
+// `within_loop`: a cut for size, which the loop detector sees through. A training loop that never
+// reads a pending value back is one continuous stream of ops; its size cuts fall at places that
+// move from step to step until the detector finds the step and cuts at its boundaries, after
+// which each size cut falls at the same place in every step.
+void MaterializeAllPending(const std::string& reason, bool within_loop = false);
 size_t PendingCount();
-// Whether the pending work is past the size bound (graph nodes recorded since the last cut).
-bool PendingOverSizeBound();
+// Counts one more op recorded into the pending set; whether the pending work is now past the
+// size bound (ops since the first pending value, or pending bytes).
+bool PendingOpOverSizeBound();
 // Fused mode's loop boundaries: each op recorded (outside deferred scopes) notes its structural
 // hash (the op and dtypes, not dims); the pending work is at a boundary when it is two equal
 // halves of at least TORCH_TPU_FUSE_MIN_LOOP_OPS ops each, or, once such a loop body is known,

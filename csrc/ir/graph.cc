@@ -66,7 +66,6 @@ const TensorType& Value::type() const { return node->results.at(index); }
 // ---- Builder ----
 
 namespace {
-std::atomic<uint64_t> g_recorded_nodes{0};
 thread_local std::shared_ptr<const std::string> g_origin;
 }  // namespace
 
@@ -77,12 +76,9 @@ RecordingOrigin::RecordingOrigin(std::shared_ptr<const std::string> origin)
 
 RecordingOrigin::~RecordingOrigin() { g_origin = std::move(saved_); }
 
-uint64_t RecordedNodeCount() { return g_recorded_nodes.load(std::memory_order_relaxed); }
-
 namespace {
 std::shared_ptr<Node> NewOpNode(const std::string& op, std::vector<Value> operands,
                                 std::vector<TensorType> results, std::string attributes) {
-  g_recorded_nodes.fetch_add(1, std::memory_order_relaxed);
   auto node = std::make_shared<Node>();
   node->op = op;
   node->operands = std::move(operands);

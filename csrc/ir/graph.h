@@ -114,8 +114,6 @@ Value MakeOp(const std::string& op, std::vector<Value> operands, TensorType resu
 std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operands,
                                std::vector<TensorType> results, std::string attributes = "",
                                std::vector<Region> regions = {});
-// How many nodes have been recorded in this process (the fused mode's size bound).
-uint64_t RecordedNodeCount();
 Value MakeBufferParameter(std::shared_ptr<const void> buffer, TensorType type);
 Value MakeScalarParameter(const HostScalar& scalar);
 // Builds a region whose block takes `argument_types`; `body` maps the block arguments to results.
