@@ -1,13 +1,14 @@
 """Execution modes side by side in one run: native CPU torch, tpu strict and tpu fused eager
 (DeferAndFuse), as medians, on four workloads, plus the recording and flush costs of fused mode.
 
-    .venv/bin/python benchmarks/bench_modes.py [--repeats 10] [--skip-generate] [--only generate]
+    .venv/bin/python benchmarks/bench_modes.py [--repeats 10] [--rounds 3] [--skip-generate] [--only generate]
 
 Workloads: a training step of a 2-layer GPT-style LM (width 128, context 64, batch 8, AdamW,
 clipping); the MLP step TorchTPU's figures come from (256-512-256-10, GELU, LayerNorm, AdamW,
 batch 64); a chain of 150 elementwise ops on a 2048x2048 tensor; greedy generate() of 64 tokens
 on a 2-layer GPT-2 config. For each: time per step, programs run per step, programs compiled
-after warm-up, and the peak of torch.tpu.max_memory_allocated during the timed steps.
+after warm-up, and the peak of torch.tpu.max_memory_allocated during the timed steps. The modes
+take turns for --rounds rounds; times and ratios are medians over the rounds.
 """
 
 from __future__ import annotations
@@ -241,6 +242,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--skip-generate", action="store_true")
     parser.add_argument("--only", default="", help="run the workloads whose name contains this text")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="each workload's modes are measured this many times in turn"
+    )
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
@@ -268,17 +272,31 @@ def main():
     )
     print(header)
     for name, build, repeats, warmup, modes in workloads:
-        rows = {mode: measure(build, mode, repeats, warmup) for mode in modes}
-        for mode, row in rows.items():
+        # The modes take turns, round after round: this machine's speed drifts over seconds, so
+        # each ratio is taken within a round and the median over rounds reported.
+        rounds = [{mode: measure(build, mode, repeats, warmup) for mode in modes} for _ in range(args.rounds)]
+
+        def median_over_rounds(figure, rounds=rounds):
+            return statistics.median(figure(rows) for rows in rounds)
+
+        first = rounds[0]  # programs, compiles, memory and first-step time: the first round's
+        for mode in modes:
+            time = median_over_rounds(lambda rows, mode=mode: rows[mode]["time"])
+            ratio = median_over_rounds(lambda rows, mode=mode: rows[mode]["time"] / rows["cpu"]["time"])
+            row = first[mode]
             print(
-                f"{name:38} {mode:15} {row['time'] * 1e3:10.1f} {row['time'] / rows['cpu']['time']:7.2f} "
+                f"{name:38} {mode:15} {time * 1e3:10.1f} {ratio:7.2f} "
                 f"{row['programs'] if not mode.startswith('cpu') else 0:14.1f} {row['compiles']:9d} "
                 f"{row['peak'] / 2**20:9.1f} {row['first']:13.2f}"
             )
-        ratios = [f"fused/strict {rows['defer_and_fuse']['time'] / rows['strict']['time']:.2f}"]
-        if "compiled" in rows:
-            ratios.append(f"compiled/strict {rows['compiled']['time'] / rows['strict']['time']:.2f}")
-        print(f"{'':38} time {', '.join(ratios)}")
+        pairs = [("fused/strict", "defer_and_fuse")] + (
+            [("compiled/strict", "compiled")] if "compiled" in modes else []
+        )
+        ratios = [
+            f"{label} {median_over_rounds(lambda rows, mode=mode: rows[mode]['time'] / rows['strict']['time']):.2f}"
+            for label, mode in pairs
+        ]
+        print(f"{'':38} time {', '.join(ratios)} (medians of {args.rounds} rounds)")
 
 
 if __name__ == "__main__":
