@@ -263,7 +263,12 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
       return std::any_of(targets.begin(), targets.end(),
                          [](const DeviceStorage* target) { return target->padded(); });
     };
-    if (cut && executables_loaded() != loaded_before && !bucketed()) NoteCompiledCut(program);
+    // A torch.compile graph's new shapes are Dynamo's recompiles (guarded, counted and warned
+    // about there), not a fused site that keeps changing.
+    if (cut && reason != kCompiledGraphReason && executables_loaded() != loaded_before &&
+        !bucketed()) {
+      NoteCompiledCut(program);
+    }
     if (GraphCapture* capture = ActiveGraphCapture()) capture->OnCut(program, targets);
   } catch (const runtime::PjrtError& e) {
     // A program of several ops is replayed op by op to name the one that failed.
