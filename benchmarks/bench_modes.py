@@ -1,12 +1,13 @@
 """Execution modes side by side in one run: native CPU torch, tpu strict and tpu fused eager
-(DeferAndFuse), as medians, on four workloads, plus the recording and flush costs of fused mode.
+(DeferAndFuse), as medians, on five workloads, plus the recording and flush costs of fused mode.
 
     .venv/bin/python benchmarks/bench_modes.py [--repeats 10] [--rounds 3] [--skip-generate] [--only generate]
 
 Workloads: a training step of a 2-layer GPT-style LM (width 128, context 64, batch 8, AdamW,
 clipping); the MLP step TorchTPU's figures come from (256-512-256-10, GELU, LayerNorm, AdamW,
-batch 64); a chain of 150 elementwise ops on a 2048x2048 tensor; greedy generate() of 64 tokens
-on a 2-layer GPT-2 config. For each: time per step, programs run per step, programs compiled
+batch 64); a Hugging Face GPT-2 training step (2 layers, width 128, batch 8 x 64, dropout 0.1);
+a chain of 150 elementwise ops on a 2048x2048 tensor; greedy generate() of 64 tokens on a
+2-layer GPT-2 config. For each: time per step, programs run per step, programs compiled
 after warm-up, and the peak of torch.tpu.max_memory_allocated during the timed steps. The modes
 take turns for --rounds rounds; times and ratios are medians over the rounds.
 """
@@ -140,6 +141,41 @@ def generate_gpt2():
     return build
 
 
+def train_gpt2():
+    """A Hugging Face GPT-2 training step with the config's default dropout (0.1): random ops in
+    every layer, so a compiled graph draws new keys on each call."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=512, n_positions=128)
+    model = GPT2LMHeadModel(config).train()
+    batches = [torch.randint(0, 512, (8, 64)) for _ in range(4)]
+
+    def build(device, compiled):
+        m = copy.deepcopy(model).to(device)
+        optimizer = torch.optim.AdamW(m.parameters(), lr=1e-3, **optimizer_flags(device, compiled))
+        inputs = [b.to(device) for b in batches]
+        state = {"i": 0}
+
+        def train(ids):
+            optimizer.zero_grad()
+            loss = m(input_ids=ids, labels=ids).loss
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        train = torch.compile(train) if compiled else train
+
+        def step():
+            ids = inputs[state["i"] % len(inputs)]
+            state["i"] += 1
+            return train(ids).item()
+
+        return step
+
+    return build
+
+
 def measure(build, mode, repeats, warmup):
     device = "cpu" if mode.startswith("cpu") else "tpu"
     compiled = mode.endswith("compiled")
@@ -261,6 +297,7 @@ def main():
     workloads = [
         ("LM training step", train_lm(), args.repeats, 3, MODES),
         ("MLP training step", mlp_step(), args.repeats, 3, MODES),
+        ("GPT-2 training step, dropout 0.1", train_gpt2(), args.repeats, 3, MODES),
         ("150-op elementwise chain, 2048x2048", elementwise_chain(), max(3, args.repeats // 2), 2, MODES),
     ]
     if not args.skip_generate:
