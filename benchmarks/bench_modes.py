@@ -46,10 +46,9 @@ def optimizer_flags(device, compiled):
 MODES = ("cpu", "cpu compiled", "strict", "defer_and_fuse", "compiled")
 
 
-def train_lm():
-    torch.manual_seed(0)
-    model = LanguageModel(256, context=64)
-    batches = [torch.randint(0, 256, (8, 65)) for _ in range(4)]
+def rotating_training_step(model, batches, loss_of, clip=False):
+    """A training workload's builder: AdamW steps over `batches` in turn, `loss_of(model, batch)`
+    giving the loss (and gradient clipping when `clip`)."""
 
     def build(device, compiled):
         m = copy.deepcopy(model).to(device)
@@ -57,24 +56,32 @@ def train_lm():
         inputs = [b.to(device) for b in batches]
         state = {"i": 0}
 
-        def train(tokens):
+        def train(batch):
             optimizer.zero_grad()
-            loss = m.loss(tokens)
+            loss = loss_of(m, batch)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            if clip:
+                torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
             optimizer.step()
             return loss
 
         train = torch.compile(train) if compiled else train
 
         def step():
-            tokens = inputs[state["i"] % len(inputs)]
+            batch = inputs[state["i"] % len(inputs)]
             state["i"] += 1
-            return train(tokens).item()
+            return train(batch).item()
 
         return step
 
     return build
+
+
+def train_lm():
+    torch.manual_seed(0)
+    model = LanguageModel(256, context=64)
+    batches = [torch.randint(0, 256, (8, 65)) for _ in range(4)]
+    return rotating_training_step(model, batches, lambda m, tokens: m.loss(tokens), clip=True)
 
 
 def mlp_step():
@@ -150,30 +157,7 @@ def train_gpt2():
     config = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=512, n_positions=128)
     model = GPT2LMHeadModel(config).train()
     batches = [torch.randint(0, 512, (8, 64)) for _ in range(4)]
-
-    def build(device, compiled):
-        m = copy.deepcopy(model).to(device)
-        optimizer = torch.optim.AdamW(m.parameters(), lr=1e-3, **optimizer_flags(device, compiled))
-        inputs = [b.to(device) for b in batches]
-        state = {"i": 0}
-
-        def train(ids):
-            optimizer.zero_grad()
-            loss = m(input_ids=ids, labels=ids).loss
-            loss.backward()
-            optimizer.step()
-            return loss
-
-        train = torch.compile(train) if compiled else train
-
-        def step():
-            ids = inputs[state["i"] % len(inputs)]
-            state["i"] += 1
-            return train(ids).item()
-
-        return step
-
-    return build
+    return rotating_training_step(model, batches, lambda m, ids: m(input_ids=ids, labels=ids).loss)
 
 
 def measure(build, mode, repeats, warmup):
