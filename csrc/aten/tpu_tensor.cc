@@ -19,6 +19,7 @@
 #include "exec/pending.h"
 #include "exec/profile.h"
 #include "ops/builder.h"
+#include "runtime/host_heap.h"
 
 namespace torch_tpu::aten {
 
@@ -43,12 +44,12 @@ void* NextFakeAddress(size_t nbytes, c10::DeviceIndex device) {
   return reinterpret_cast<void*>(base + used[device].fetch_add(size + 64));
 }
 
-// A c10::DeviceAllocator, so torch.accelerator's memory APIs work. There is no cache: PJRT
-// owns device memory, so reserved == allocated and emptyCache has nothing to release.
+// A c10::DeviceAllocator, so torch.accelerator's memory APIs work. PJRT owns device memory, so
+// reserved == allocated; emptyCache gives the CPU plugin's kept free heap back to the OS.
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   bool initialized() override { return true; }
-  void emptyCache(c10::MempoolId_t) override {}
+  void emptyCache(c10::MempoolId_t) override { runtime::ReleaseHostHeap(); }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     const exec::MemoryStats& stats = exec::GetMemoryStats(device);

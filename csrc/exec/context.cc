@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "runtime/host_heap.h"
+
 namespace torch_tpu::exec {
 
 namespace {
@@ -80,6 +82,8 @@ runtime::Client& GetClient() {
         auto plugin = runtime::Plugin::Load(candidate.path);
         state.client = runtime::Client::Create(plugin, state.num_devices);
         state.label = candidate.label;
+        // The CPU plugin's device memory is the malloc heap (runtime/host_heap.h).
+        if (state.client->platform_name() == "cpu") runtime::KeepHostHeap();
         pthread_atfork(nullptr, nullptr, &MarkForkedChild);
         break;
       } catch (const std::exception& e) {

@@ -269,7 +269,10 @@ def reset_peak_memory_stats(device=None) -> None:
 
 
 def empty_cache() -> None:
-    """Buffers are freed when their last tensor goes; there is no caching allocator to empty."""
+    """Buffers are freed when their last tensor goes. On the CPU plugin, whose device memory is
+    the process's malloc heap, freed heap is kept for reuse (csrc/runtime/host_heap.h); this gives
+    what glibc can release back to the OS."""
+    torch.accelerator.empty_cache()
 
 
 def mem_get_info(device=None) -> tuple[int, int]:

@@ -1,0 +1,50 @@
+#include "runtime/host_heap.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace torch_tpu::runtime {
+
+namespace {
+
+std::atomic<bool> g_kept{false};
+
+bool UserConfiguredMalloc() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return true;
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  const char* keep = std::getenv("TORCH_TPU_KEEP_HOST_HEAP");
+  return keep != nullptr && std::strcmp(keep, "0") == 0;
+}
+
+}  // namespace
+
+bool KeepHostHeap() {
+#if defined(__GLIBC__)
+  if (g_kept.load()) return true;
+  if (UserConfiguredMalloc()) return false;
+  // 32 MiB is the largest threshold glibc's own adaptation reaches; setting either value also
+  // stops that adaptation, so both are set.
+  const bool kept =
+      mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1;
+  g_kept.store(kept);
+  return kept;
+#else
+  return false;
+#endif
+}
+
+void ReleaseHostHeap() {
+#if defined(__GLIBC__)
+  if (g_kept.load()) malloc_trim(0);
+#endif
+}
+
+}  // namespace torch_tpu::runtime
