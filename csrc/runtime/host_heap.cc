@@ -14,7 +14,8 @@ namespace {
 
 std::atomic<bool> g_kept{false};
 
-bool UserConfiguredMalloc() {
+// The user configured malloc, or opted out.
+bool MallocLeftAlone() {
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return true;
   for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"}) {
@@ -29,7 +30,7 @@ bool UserConfiguredMalloc() {
 bool KeepHostHeap() {
 #if defined(__GLIBC__)
   if (g_kept.load()) return true;
-  if (UserConfiguredMalloc()) return false;
+  if (MallocLeftAlone()) return false;
   // 32 MiB is the largest threshold glibc's own adaptation reaches; setting either value also
   // stops that adaptation, so both are set.
   const bool kept =
