@@ -22,29 +22,16 @@ import sys
 
 
 def child(workload: str, steps: int, mode: str) -> None:
-    import resource
-    import time
-
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_modes
 
-    import torch_tpu
-
-    with torch_tpu.execution_mode("defer_and_fuse" if mode == "fused" else "strict"):
-        step = getattr(bench_modes, workload)()("tpu", mode == "compiled")
-        for _ in range(5):
-            step()
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        cpu = time.process_time()
-        times = []
-        for _ in range(steps):
-            start = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - start)
-        cpu = time.process_time() - cpu
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
-    figures = {"ms": statistics.median(times) * 1e3, "cpu_ms": cpu / steps * 1e3, "faults": faults / steps}
-    print(json.dumps(figures))
+    build = getattr(bench_modes, workload)()
+    figures = bench_modes.measure(build, mode, steps, warmup=5)
+    print(
+        json.dumps(
+            {"ms": figures["time"] * 1e3, "cpu_ms": figures["cpu_per_step"] * 1e3, "faults": figures["faults_per_step"]}
+        )
+    )
 
 
 def run_child(workload: str, steps: int, mode: str, keep: bool) -> dict:
@@ -57,7 +44,7 @@ def run_child(workload: str, steps: int, mode: str, keep: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workload", default="train_gpt2")
-    parser.add_argument("--mode", default="strict", choices=("strict", "fused", "compiled"))
+    parser.add_argument("--mode", default="strict", choices=("strict", "defer_and_fuse", "compiled"))
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

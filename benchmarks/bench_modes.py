@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -174,15 +175,19 @@ def measure(build, mode, repeats, warmup):
         torch_tpu.metrics.reset()
         torch.tpu.reset_peak_memory_stats()
         times = []
+        cpu, faults = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         for _ in range(repeats):
             start = time.perf_counter()
             results.append(step())
             times.append(time.perf_counter() - start)
         torch.tpu.synchronize()
+        cpu, faults = time.process_time() - cpu, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         figures = torch_tpu.metrics.snapshot()
     return {
         "first": first,
         "time": statistics.median(times),
+        "cpu_per_step": cpu / repeats,
+        "faults_per_step": faults / repeats,
         "programs": figures["executions"] / repeats,
         "compiles": figures["compiles"],
         "peak": torch.tpu.max_memory_allocated() if device == "tpu" else 0,

@@ -27,18 +27,13 @@ bool MallocLeftAlone() {
 
 }  // namespace
 
-bool KeepHostHeap() {
+void KeepHostHeap() {
 #if defined(__GLIBC__)
-  if (g_kept.load()) return true;
-  if (MallocLeftAlone()) return false;
+  if (MallocLeftAlone()) return;
   // 32 MiB is the largest threshold glibc's own adaptation reaches; setting either value also
   // stops that adaptation, so both are set.
-  const bool kept =
-      mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1;
-  g_kept.store(kept);
-  return kept;
-#else
-  return false;
+  g_kept.store(mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 &&
+               mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1);
 #endif
 }
 

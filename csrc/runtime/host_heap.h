@@ -10,8 +10,8 @@ namespace torch_tpu::runtime {
 
 // Serves blocks below 32 MiB from the heap and keeps up to 512 MiB of free heap for reuse. Changes
 // nothing when the user configured malloc (MALLOC_*_THRESHOLD_, glibc.malloc tunables) or set
-// TORCH_TPU_KEEP_HOST_HEAP=0. Returns whether the heap is now kept.
-bool KeepHostHeap();
+// TORCH_TPU_KEEP_HOST_HEAP=0.
+void KeepHostHeap();
 
 // Gives kept free heap back to the OS (torch.tpu.empty_cache()): malloc_trim, which releases every
 // free page except the free tops of worker threads' arenas (glibc trims those on their own frees).
