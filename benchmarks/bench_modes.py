@@ -237,6 +237,31 @@ def recording_costs(n_ops=1000, reps=15):
     return record - native, native, intercept, slope
 
 
+def forward_flush_cost(reps=30):
+    """The flush of a real program: the 2-layer LM's forward and loss (no grad), recorded in fused
+    mode, then cut, found in the cache and launched. Returns its op count and the median host time
+    of the flush; the count is read once, from the profiler's name for the program."""
+    torch.manual_seed(0)
+    model = LanguageModel(256, context=64).to("tpu")
+    tokens = torch.randint(0, 256, (8, 65), device="tpu")
+    samples = []
+    with torch.no_grad(), torch_tpu.execution_mode("defer_and_fuse"):
+        for _ in range(reps):
+            loss = model.loss(tokens)
+            start = time.perf_counter()
+            torch_tpu._C._launch_pending()
+            samples.append(time.perf_counter() - start)
+            torch.tpu.synchronize()
+            del loss
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.PrivateUse1]) as profile:
+            loss = model.loss(tokens)  # noqa: F841 - kept alive: a pending value nobody holds is not run
+            torch_tpu._C._launch_pending()
+            torch.tpu.synchronize()
+    names = [event.name for event in profile.events() if event.name.startswith("program ")]
+    ops = int(names[0].split("(")[1].split()[0])
+    return ops, statistics.median(samples[3:])
+
+
 def compiled_call_overhead(arg_counts=(1, 100), calls=200):
     """Host time of one call of a compiled graph that adds 1 to each of its 0-d arguments: Dynamo's
     guards, aot_autograd's wrappers and this backend's recording, cut, cache hit and launch."""
@@ -282,6 +307,8 @@ def main():
         f"recording: {extra * 1e6:.2f} us per op above native CPU dispatch ({native * 1e6:.2f} us); "
         f"flush (cache hit, host side): {intercept * 1e6:.1f} us + {slope * 1e9:.0f} ns per op"
     )
+    ops, seconds = forward_flush_cost()
+    print(f"flush of the LM's forward ({ops} ops, cache hit, host side): {seconds * 1e6:.1f} us")
     eager_modes = tuple(mode for mode in MODES if not mode.endswith("compiled"))
     workloads = [
         ("LM training step", train_lm(), args.repeats, 3, MODES),

@@ -310,10 +310,8 @@ std::vector<Value> MakeCall(const std::shared_ptr<const Function>& function,
                             std::vector<Value> operands, std::vector<TensorType> results) {
   if (results.empty())
     throw std::invalid_argument("kernel '" + function->name + "' has no results");
-  std::vector<Value> values = MakeMultiOp("func.call", std::move(operands), std::move(results),
-                                          "callee = @" + function->symbol);
-  values.at(0).node->callee = function;
-  return values;
+  return MakeMultiOp("func.call", std::move(operands), std::move(results),
+                     "callee = @" + function->symbol, {}, function);
 }
 
 }  // namespace torch_tpu::ir

@@ -77,23 +77,31 @@ RecordingOrigin::RecordingOrigin(std::shared_ptr<const std::string> origin)
 RecordingOrigin::~RecordingOrigin() { g_origin = std::move(saved_); }
 
 namespace {
-std::shared_ptr<Node> NewOpNode(const std::string& op, std::vector<Value> operands,
-                                std::vector<TensorType> results, std::string attributes) {
+Signature StructureOf(const Node& node);  // ---- Hashing ----
+
+std::shared_ptr<Node> NewOpNode(std::string op, std::vector<Value> operands,
+                                std::vector<TensorType> results, std::string attributes,
+                                std::vector<Region> regions = {},
+                                std::shared_ptr<const Function> callee = nullptr) {
   auto node = std::make_shared<Node>();
-  node->op = op;
+  node->op = std::move(op);
   node->operands = std::move(operands);
   node->results = std::move(results);
   node->attributes = std::move(attributes);
+  node->regions = std::move(regions);
+  node->callee = std::move(callee);
   node->origin = g_origin;
+  node->structure = StructureOf(*node);
   return node;
 }
 }  // namespace
 
-std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operands,
+std::vector<Value> MakeMultiOp(std::string op, std::vector<Value> operands,
                                std::vector<TensorType> results, std::string attributes,
-                               std::vector<Region> regions) {
-  auto node = NewOpNode(op, std::move(operands), std::move(results), std::move(attributes));
-  node->regions = std::move(regions);
+                               std::vector<Region> regions,
+                               std::shared_ptr<const Function> callee) {
+  auto node = NewOpNode(std::move(op), std::move(operands), std::move(results),
+                        std::move(attributes), std::move(regions), std::move(callee));
   std::vector<Value> values;
   values.reserve(node->results.size());
   for (size_t i = 0; i < node->results.size(); ++i) {
@@ -103,12 +111,13 @@ std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operand
 }
 
 // Most nodes have one result: no vector of values on the way (one allocation less per node).
-Value MakeOp(const std::string& op, std::vector<Value> operands, TensorType result,
+Value MakeOp(std::string op, std::vector<Value> operands, TensorType result,
              std::string attributes) {
   std::vector<TensorType> results;
   results.reserve(1);
   results.push_back(std::move(result));
-  return Value{NewOpNode(op, std::move(operands), std::move(results), std::move(attributes)), 0};
+  return Value{
+      NewOpNode(std::move(op), std::move(operands), std::move(results), std::move(attributes)), 0};
 }
 
 Value MakeBufferParameter(std::shared_ptr<const void> buffer, TensorType type) {
@@ -241,24 +250,72 @@ Value Full(double value, const TensorType& type) {
 
 namespace {
 
+// Node -> small integer, open addressing over a flat array: a cut looks up every node and
+// operand, and a node-based map's allocation per entry was most of a cut's host time.
+class NodeIds {
+ public:
+  explicit NodeIds(size_t expected = 0) {
+    size_t capacity = 64;
+    while (capacity < 2 * expected) capacity *= 2;
+    slots_.assign(capacity, Slot{});
+  }
+  size_t size() const { return size_; }
+  // The node's id, 0 when it has none.
+  uint64_t Find(const Node* node) const {
+    for (size_t i = Home(node);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].node == node) return slots_[i].id;
+      if (slots_[i].node == nullptr) return 0;
+    }
+  }
+  // Gives the node the next id (size() after the call); false when it already has one.
+  bool Insert(const Node* node) {
+    if (2 * (size_ + 1) > slots_.size()) Grow();
+    for (size_t i = Home(node);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].node == node) return false;
+      if (slots_[i].node == nullptr) {
+        slots_[i] = Slot{node, ++size_};
+        return true;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    const Node* node = nullptr;
+    uint64_t id = 0;
+  };
+  size_t Home(const Node* node) const {
+    const auto bits = reinterpret_cast<uintptr_t>(node) >> 4;
+    return static_cast<size_t>((bits * 0x9E3779B97F4A7C15ull) >> 17) & (slots_.size() - 1);
+  }
+  void Grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& slot : old) {
+      if (slot.node == nullptr) continue;
+      size_t i = Home(slot.node);
+      while (slots_[i].node != nullptr) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = slot;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
+
 // Depth-first post-order over operands, stopping at parameters and region arguments.
 void TopologicalOrder(const std::vector<Value>& roots, std::vector<Node*>& order,
                       std::vector<Node*>* parameters) {
-  std::unordered_map<Node*, bool> visited;
+  NodeIds visited;
   std::vector<std::pair<Node*, size_t>> stack;
   for (const Value& root : roots) {
     Node* start = root.node.get();
-    if (visited.count(start)) continue;
-    visited[start] = true;
+    if (!visited.Insert(start)) continue;
     stack.push_back({start, 0});
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < node->operands.size()) {
         Node* operand = node->operands[next++].node.get();
-        if (!visited.count(operand)) {
-          visited[operand] = true;
-          stack.push_back({operand, 0});
-        }
+        if (visited.Insert(operand)) stack.push_back({operand, 0});
         continue;
       }
       Node* done = node;
@@ -324,44 +381,66 @@ std::string Signature::ToHex() const {
 
 namespace {
 
-void HashType(Hasher& h, const TensorType& type, bool with_shapes = true) {
+void HashType(Hasher& h, const TensorType& type, bool with_shapes) {
   h.Add(static_cast<uint64_t>(type.dtype) | (static_cast<uint64_t>(type.shape.size()) << 8));
   if (!with_shapes) return;
   for (int64_t d : type.shape) h.Add(static_cast<uint64_t>(d));
 }
 
-// Hashes nodes in order; edges are encoded as the (position, result index) of the operand.
-void HashNodes(Hasher& h, const std::vector<Node*>& nodes,
-               std::unordered_map<const Node*, uint64_t>& ids, bool with_shapes) {
+// An operand as the (id, result index) of the node that makes it, which the walk has already
+// numbered: an edge to anything else is a malformed program.
+uint64_t EdgeOf(const NodeIds& ids, const Value& value) {
+  const uint64_t id = ids.Find(value.node.get());
+  if (id == 0) throw std::logic_error("a program's node reads a value outside the program");
+  return id * 64 + static_cast<uint64_t>(value.index);
+}
+
+void HashNodes(Hasher& h, const std::vector<Node*>& nodes, NodeIds& ids, bool with_shapes);
+
+// A node's own structure: op, attributes, callee, result types and regions, not its operands.
+void HashLocal(Hasher& h, const Node& node, bool with_shapes) {
+  h.Add(node.op);
+  if (with_shapes) h.Add(node.attributes);
+  // An embedded function's text is part of the program.
+  if (node.callee) {
+    h.Add(node.callee->hash.high);
+    h.Add(node.callee->hash.low);
+  }
+  h.Add(node.results.size());
+  for (const TensorType& type : node.results) HashType(h, type, with_shapes);
+  h.Add(node.regions.size());
+  for (const Region& region : node.regions) {
+    NodeIds ids;
+    for (const auto& argument : region.arguments) {
+      ids.Insert(argument.get());
+      HashType(h, argument->results[0], with_shapes);
+    }
+    std::vector<Node*> body;
+    TopologicalOrder(region.results, body, nullptr);
+    HashNodes(h, body, ids, with_shapes);
+    for (const Value& result : region.results) h.Add(EdgeOf(ids, result));
+  }
+}
+
+// Hashes nodes in order, each as its structure and its operands' edges; numbers each node.
+void HashNodes(Hasher& h, const std::vector<Node*>& nodes, NodeIds& ids, bool with_shapes) {
   for (const Node* node : nodes) {
-    h.Add(node->op);
-    if (with_shapes) h.Add(node->attributes);
-    // An embedded function's text is part of the program.
-    if (node->callee) {
-      h.Add(node->callee->hash.high);
-      h.Add(node->callee->hash.low);
+    if (with_shapes) {  // hashed once, when the node was recorded
+      h.Add(node->structure.high);
+      h.Add(node->structure.low);
+    } else {
+      HashLocal(h, *node, false);
     }
     h.Add(node->operands.size());
-    for (const Value& operand : node->operands) {
-      h.Add(ids.at(operand.node.get()) * 64 + static_cast<uint64_t>(operand.index));
-    }
-    h.Add(node->results.size());
-    for (const TensorType& type : node->results) HashType(h, type, with_shapes);
-    h.Add(node->regions.size());
-    for (const Region& region : node->regions) {
-      std::vector<Node*> body;
-      TopologicalOrder(region.results, body, nullptr);
-      for (const auto& argument : region.arguments) {
-        ids[argument.get()] = ids.size() + 1;
-        HashType(h, argument->results[0], with_shapes);
-      }
-      HashNodes(h, body, ids, with_shapes);
-      for (const Value& result : region.results) {
-        h.Add(ids.at(result.node.get()) * 64 + static_cast<uint64_t>(result.index));
-      }
-    }
-    ids[node] = ids.size() + 1;
+    for (const Value& operand : node->operands) h.Add(EdgeOf(ids, operand));
+    ids.Insert(node);
   }
+}
+
+Signature StructureOf(const Node& node) {
+  Hasher h;
+  HashLocal(h, node, true);
+  return h.Finish();
 }
 
 }  // namespace
@@ -369,25 +448,25 @@ void HashNodes(Hasher& h, const std::vector<Node*>& nodes,
 Signature ComputeSignature(const Program& program, uint64_t salt, bool with_shapes) {
   Hasher h;
   h.Add(salt);
-  std::unordered_map<const Node*, uint64_t> ids;
+  size_t scalars = 0;
+  for (const ScalarPack& pack : program.scalar_packs) scalars += pack.scalars.size();
+  NodeIds ids(program.parameters.size() + scalars + program.nodes.size());
   h.Add(program.parameters.size());
   for (size_t i = 0; i < program.parameters.size(); ++i) {
     const Node* parameter = program.parameters[i];
     h.Add(static_cast<uint64_t>(parameter->kind));
     HashType(h, parameter->results[0], with_shapes);
     h.Add(static_cast<uint64_t>(program.aliased_result[i] + 1));
-    ids[parameter] = ids.size() + 1;
+    ids.Insert(parameter);
   }
   h.Add(program.scalar_packs.size());
   for (const ScalarPack& pack : program.scalar_packs) {
     h.Add(static_cast<uint64_t>(pack.dtype) | (static_cast<uint64_t>(pack.scalars.size()) << 8));
-    for (const Node* scalar : pack.scalars) ids[scalar] = ids.size() + 1;
+    for (const Node* scalar : pack.scalars) ids.Insert(scalar);
   }
   HashNodes(h, program.nodes, ids, with_shapes);
   h.Add(program.results.size());
-  for (const Value& result : program.results) {
-    h.Add(ids.at(result.node.get()) * 64 + static_cast<uint64_t>(result.index));
-  }
+  for (const Value& result : program.results) h.Add(EdgeOf(ids, result));
   return h.Finish();
 }
 

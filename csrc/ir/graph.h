@@ -47,6 +47,13 @@ struct TensorType {
   std::string ToMlir() const;  // "tensor<2x3xf32>"
 };
 
+struct Signature {
+  uint64_t high = 0;
+  uint64_t low = 0;
+  bool operator==(const Signature& other) const { return high == other.high && low == other.low; }
+  std::string ToHex() const;
+};
+
 struct Node;
 struct Function;  // ir/function.h
 
@@ -93,6 +100,9 @@ struct Node {
   std::shared_ptr<const Function> callee;
   // What recorded the node (an op and the user's source line), named when a fused program fails.
   std::shared_ptr<const std::string> origin;
+  // kOp: the node's own structure (op, attributes, callee, result types, regions), hashed once
+  // when it is recorded, so that a cut's signature only adds the edges.
+  Signature structure;
 };
 
 // Nodes recorded on this thread while a RecordingOrigin lives carry its origin.
@@ -109,11 +119,13 @@ class RecordingOrigin {
 
 // ---- Builder: every function records one node and returns its result(s). ----
 
-Value MakeOp(const std::string& op, std::vector<Value> operands, TensorType result,
+Value MakeOp(std::string op, std::vector<Value> operands, TensorType result,
              std::string attributes = "");
-std::vector<Value> MakeMultiOp(const std::string& op, std::vector<Value> operands,
+// `callee`: a "func.call" node's embedded function (ir/function.h MakeCall).
+std::vector<Value> MakeMultiOp(std::string op, std::vector<Value> operands,
                                std::vector<TensorType> results, std::string attributes = "",
-                               std::vector<Region> regions = {});
+                               std::vector<Region> regions = {},
+                               std::shared_ptr<const Function> callee = nullptr);
 Value MakeBufferParameter(std::shared_ptr<const void> buffer, TensorType type);
 Value MakeScalarParameter(const HostScalar& scalar);
 // Builds a region whose block takes `argument_types`; `body` maps the block arguments to results.
@@ -164,12 +176,6 @@ struct Program {
 
 Program BuildProgram(std::vector<Value> results);
 
-struct Signature {
-  uint64_t high = 0;
-  uint64_t low = 0;
-  bool operator==(const Signature& other) const { return high == other.high && low == other.low; }
-  std::string ToHex() const;
-};
 struct SignatureHash {
   size_t operator()(const Signature& s) const { return static_cast<size_t>(s.low ^ (s.high * 31)); }
 };

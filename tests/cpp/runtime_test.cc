@@ -281,3 +281,73 @@ TEST(Builder, ReshapeOfAReshapeIsOneReshapeOfTheOriginal) {
   EXPECT_EQ(other.shape(), (ir::Shape{3, 4}));
   EXPECT_EQ(other.dtype(), ir::DType::kF32);
 }
+
+// ---- Program signatures: structural, hashed per node when recorded ----
+
+namespace ir = torch_tpu::ir;
+namespace ops = torch_tpu::ops;
+
+namespace sig {
+
+ir::Value Param(ir::Shape shape) {
+  return ir::MakeBufferParameter(nullptr, ir::TensorType{ir::DType::kF32, std::move(shape)});
+}
+
+ir::Value Scalar(float value) {
+  ir::HostScalar scalar;
+  std::memcpy(scalar.bytes, &value, sizeof(value));
+  return ir::MakeScalarParameter(scalar);
+}
+
+ir::Signature SignatureOf(const std::vector<ir::Value>& results, bool with_shapes = true) {
+  return ir::ComputeSignature(ir::BuildProgram(results), 0, with_shapes);
+}
+
+// a * s - b, reduced over dim 1 with `reducer`, recorded afresh on each call.
+ir::Signature Recorded(float s, const std::string& reducer, bool swap = false,
+                       ir::Shape shape = {4, 8}, bool with_shapes = true) {
+  const ir::Value a = Param(shape), b = Param(shape);
+  const ir::Value scaled = ops::Mul(a, ops::BroadcastTo(Scalar(s), shape));
+  const ir::Value difference = swap ? ops::Sub(b, scaled) : ops::Sub(scaled, b);
+  return SignatureOf({ops::Reduce(difference, {1}, reducer, ops::Constant(0, ir::DType::kF32))},
+                     with_shapes);
+}
+}  // namespace sig
+
+TEST(Signature, SameStructureRecordedTwiceIsTheSameWhateverTheScalars) {
+  EXPECT_EQ(sig::Recorded(2.0f, "stablehlo.add"), sig::Recorded(2.0f, "stablehlo.add"));
+  EXPECT_EQ(sig::Recorded(2.0f, "stablehlo.add"), sig::Recorded(-7.5f, "stablehlo.add"));
+}
+
+TEST(Signature, EdgesRegionsAndShapesAreStructure) {
+  const ir::Signature base = sig::Recorded(2.0f, "stablehlo.add");
+  EXPECT_FALSE(base == sig::Recorded(2.0f, "stablehlo.add", /*swap=*/true));
+  EXPECT_FALSE(base == sig::Recorded(2.0f, "stablehlo.maximum"));  // a reducer region's body
+  EXPECT_FALSE(base == sig::Recorded(2.0f, "stablehlo.add", false, {4, 9}));
+  // Without shapes, only the sizes may differ.
+  EXPECT_EQ(sig::Recorded(2.0f, "stablehlo.add", false, {4, 8}, false),
+            sig::Recorded(2.0f, "stablehlo.add", false, {5, 9}, false));
+  EXPECT_FALSE(sig::Recorded(2.0f, "stablehlo.add", false, {4, 8}, false) ==
+               sig::Recorded(2.0f, "stablehlo.maximum", false, {4, 8}, false));
+}
+
+TEST(Signature, SharedAndRepeatedValuesAreDistinguished) {
+  // x + x against x + y: the same ops and types, different edges.
+  const ir::Value x = sig::Param({3}), y = sig::Param({3});
+  const ir::Value z = sig::Param({3});
+  EXPECT_FALSE(sig::SignatureOf({ops::Add(x, x)}) == sig::SignatureOf({ops::Add(y, z)}));
+  EXPECT_EQ(sig::SignatureOf({ops::Add(x, y)}), sig::SignatureOf({ops::Add(z, x)}));
+}
+
+TEST(Signature, LongProgramsAreWalkedWhole) {
+  // Thousands of nodes (the node map grows many times); the last op alone changes the key.
+  auto chain = [](bool last_is_max) {
+    ir::Value v = sig::Param({2});
+    for (int i = 0; i < 5000; ++i) v = ops::Add(v, ops::BroadcastTo(sig::Scalar(1.0f), {2}));
+    const ir::Program program = ir::BuildProgram({last_is_max ? ops::Max(v, v) : ops::Add(v, v)});
+    EXPECT_EQ(program.nodes.size(), 10001u);
+    return ir::ComputeSignature(program, 0);
+  };
+  EXPECT_EQ(chain(false), chain(false));
+  EXPECT_FALSE(chain(false) == chain(true));
+}
