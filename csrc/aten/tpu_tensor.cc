@@ -508,6 +508,7 @@ std::shared_ptr<runtime::Buffer> Upload(const at::Tensor& host, ir::DType dtype,
 void CopyHostToTpu(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  exec::CutWorkOfAnotherThread();
   const ir::DType dtype = ToDType(dst.scalar_type());
   exec::DeviceStorage* storage = StorageOf(dst);
   Translate([&] {
@@ -544,6 +545,7 @@ void CopyTpuToHost(const at::Tensor& dst, const at::Tensor& src) {
 
 void CopyTpuToTpu(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
+  exec::CutWorkOfAnotherThread();
   at::Tensor source = src;
   if (src.device() != dst.device()) {
     at::Tensor compact = src;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +49,7 @@ struct PendingSet {
   std::map<uint64_t, DeviceStorage*> storages;  // by first-write sequence
   size_t bytes = 0;
   uint64_t ops_since_cut = 0;  // ops recorded since the first pending value
+  std::thread::id recorder;    // the thread that recorded the latest pending value
   LoopDetector loop;
 };
 
@@ -87,6 +89,7 @@ void RegisterPending(DeviceStorage* storage) {
   const uint64_t sequence = set.next_sequence++;
   storage->set_pending_sequence(sequence);
   set.storages.emplace(sequence, storage);
+  set.recorder = std::this_thread::get_id();
   set.bytes += storage->nbytes();
 }
 
@@ -146,6 +149,16 @@ bool PendingAtLoopBoundary() {
   return true;
 }
 
+void CutWorkOfAnotherThread() {
+  if (!DetectingLoops()) return;
+  {
+    PendingSet& set = Pending();
+    std::lock_guard<std::mutex> lock(set.mutex);
+    if (set.storages.empty() || set.recorder == std::this_thread::get_id()) return;
+  }
+  MaterializeAllPending("another thread records");
+}
+
 bool PendingOpOverSizeBound() {
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);
@@ -173,7 +186,10 @@ void MaterializeAllPending(const std::string& reason, bool within_loop) {
   for (auto& [device, group] : by_device) Materialize(group, reason, /*cut=*/true);
 }
 
-DeferredScope::DeferredScope() { ++g_scope_depth; }
+DeferredScope::DeferredScope() {
+  CutWorkOfAnotherThread();  // a scope's work is recorded on this thread
+  ++g_scope_depth;
+}
 
 DeferredScope::~DeferredScope() {
   if (open_) --g_scope_depth;

@@ -24,6 +24,12 @@ void ForgetPending(DeviceStorage* storage);  // the storage is being destroyed
 // which each size cut falls at the same place in every step.
 void MaterializeAllPending(const std::string& reason, bool within_loop = false);
 size_t PendingCount();
+// Called before an op records in fused mode: work pending from another thread is cut first.
+// Autograd runs a backward pass on its own device thread, so a training step's forward is
+// launched when its backward starts and runs while the backward records (the host and the
+// device overlap, as in strict mode); and two threads' ops never interleave in one program,
+// whose key would then depend on their timing.
+void CutWorkOfAnotherThread();
 // Counts one more op recorded into the pending set; whether the pending work is now past the
 // size bound (ops since the first pending value, or pending bytes).
 bool PendingOpOverSizeBound();
