@@ -483,16 +483,14 @@ print(json.dumps([compiles, reasons]))
     assert sum(compiles[8:]) == 0, compiles
 
 
-def thread_cuts(before):
-    key = "another thread records"
-    return torch_tpu.metrics.snapshot()["sync_reasons"].get(key, 0) - before["sync_reasons"].get(key, 0)
+def cuts(before, reason):
+    return torch_tpu.metrics.snapshot()["sync_reasons"].get(reason, 0) - before["sync_reasons"].get(reason, 0)
 
 
 def test_a_training_step_launches_its_forward_when_the_backward_starts():
-    """Autograd records the backward on its own device thread: the forward pending from the main
-    thread is cut then (and the backward when the optimizer starts on the main thread), so the
-    device runs each part while the host records the next. Steps still compile once and match
-    the CPU."""
+    """The forward pending when a backward pass starts is cut then, the backward when the
+    optimizer step starts, and the step when it ends: the device runs each part while the host
+    records the next. Steps still compile once and match the CPU."""
     torch.manual_seed(0)
     cpu_model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
     tpu_model = copy.deepcopy(cpu_model).to(TPU)
@@ -507,49 +505,16 @@ def test_a_training_step_launches_its_forward_when_the_backward_starts():
                 loss = model(x.to(device)).square().mean()
                 before = counters()
                 loss.backward()
-                cut_by_backward = thread_cuts(before)
+                cut_by_backward = cuts(before, "backward boundary")
                 optimizer.step()
                 losses.append(loss.item())
                 if device == TPU:
                     assert cut_by_backward == 1, "the forward was not launched when the backward began"
-                    assert thread_cuts(before) == 2, "the backward was not launched when the step began"
+                    assert cuts(before, "backward boundary") == 2, "the backward was not launched when the step began"
+                    assert cuts(before, "optimizer step") == 1, "the step was not launched when it ended"
+                    assert delta(before, "executions") == 3
                     if step >= 2:
                         assert delta(before, "compiles") == 0
             assert losses[1] == pytest.approx(losses[0], rel=1e-5, abs=1e-6)
     for p, q in zip(tpu_model.parameters(), cpu_model.parameters(), strict=True):
         assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-5)
-
-
-def test_two_threads_never_share_a_fused_program():
-    """Ops recorded on one thread cut the work pending from another before they record: each
-    program holds one thread's ops, and every value is still right."""
-    import threading
-
-    inputs = {"a": make((4, 4)), "b": make((4, 4))}
-    results = {}
-    turns = {"a": threading.Event(), "b": threading.Event()}
-
-    def work(name, other):
-        y = inputs[name].to(TPU)
-        for i in range(3):
-            assert turns[name].wait(timeout=60)
-            turns[name].clear()
-            y = torch.tanh(y @ y.T) + i  # recorded while the other thread's work is pending
-            turns[other].set()
-        results[name] = y
-
-    with torch_tpu.execution_mode("defer_and_fuse"):  # the mode is the process's
-        before = counters()
-        threads = [threading.Thread(target=work, args=("a", "b")), threading.Thread(target=work, args=("b", "a"))]
-        for thread in threads:
-            thread.start()
-        turns["a"].set()
-        for thread in threads:
-            thread.join()
-        cuts = thread_cuts(before)
-    assert cuts >= 5
-    for name, x in inputs.items():
-        expected = x
-        for i in range(3):
-            expected = torch.tanh(expected @ expected.T) + i
-        assert_close(results[name], expected, rtol=1e-4, atol=1e-4)

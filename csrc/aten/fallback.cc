@@ -720,7 +720,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
     if (v.isTensor() && !check(v.toTensor())) return CpuFallback(op, stack);
   }
   MoveCpuIndicesToDevice(schema, *stack, begin);
-  exec::CutWorkOfAnotherThread();
+  StartRecording();
   const std::string& lowering_name = resolved->name;
   if (lowering_name == "index") ExpandBooleanIndices(*stack, begin);
   if (lowering_name == "fill" && UploadSmallFill(schema, *stack, begin)) return;

@@ -18,6 +18,7 @@ namespace torch_tpu::aten {
 namespace {
 
 void BatchedOpKernel(const c10::OperatorHandle& op, c10::Stack* stack) {
+  StartRecording();
   exec::DeferredScope scope;
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   Translate([&] {

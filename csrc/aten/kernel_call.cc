@@ -32,7 +32,7 @@ c10::Device KernelDevice(const std::string& name, const std::vector<at::Tensor>&
 // Writes the call's results into `targets` and runs or defers them like any op.
 void RecordCall(const std::shared_ptr<const ir::Function>& function,
                 const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
-  exec::CutWorkOfAnotherThread();
+  StartRecording();
   std::vector<ir::Value> operands;
   for (const at::Tensor& t : inputs) operands.push_back(ReadTensor(t));
   std::vector<ir::TensorType> types;

@@ -21,6 +21,12 @@
 #include "ops/builder.h"
 #include "runtime/host_heap.h"
 
+// From torch/csrc/autograd/graph_task.h, whose includes would weigh on this translation unit: the
+// id of the backward pass (graph task) running on this thread, -1 when none is.
+namespace torch::autograd {
+TORCH_API int get_current_graph_task_id();
+}  // namespace torch::autograd
+
 namespace torch_tpu::aten {
 
 namespace {
@@ -392,6 +398,8 @@ void WriteTensor(const at::Tensor& tensor, const ir::Value& value) {
                                 sizes, strides, offset));
 }
 
+void StartRecording() { exec::CutAtBackwardBoundary(torch::autograd::get_current_graph_task_id()); }
+
 void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
   Translate([&] {
     if (exec::Deferring()) {
@@ -508,7 +516,7 @@ std::shared_ptr<runtime::Buffer> Upload(const at::Tensor& host, ir::DType dtype,
 void CopyHostToTpu(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
-  exec::CutWorkOfAnotherThread();
+  StartRecording();
   const ir::DType dtype = ToDType(dst.scalar_type());
   exec::DeviceStorage* storage = StorageOf(dst);
   Translate([&] {
@@ -545,7 +553,7 @@ void CopyTpuToHost(const at::Tensor& dst, const at::Tensor& src) {
 
 void CopyTpuToTpu(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
-  exec::CutWorkOfAnotherThread();
+  StartRecording();
   at::Tensor source = src;
   if (src.device() != dst.device()) {
     at::Tensor compact = src;

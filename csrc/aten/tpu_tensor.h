@@ -41,6 +41,9 @@ ops::GrowingValue ReadGrowing(const at::Tensor& tensor);
 // Writes `value` as the new value of `tensor`'s storage, laid out padded, when the tensor is its
 // whole storage, contiguous; false (nothing written) otherwise.
 bool WriteGrowing(const at::Tensor& tensor, const ops::GrowingValue& value);
+// Called before an op records: fused mode cuts the pending work at a backward pass's start and
+// end (exec::CutAtBackwardBoundary).
+void StartRecording();
 // Runs (strict, debug) or defers (fused) the pending writes of `tensors`.
 void FinishWrites(const std::vector<exec::DeviceStorage*>& storages);
 // Makes the storage's buffer current before a host read.

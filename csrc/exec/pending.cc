@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -49,7 +48,7 @@ struct PendingSet {
   std::map<uint64_t, DeviceStorage*> storages;  // by first-write sequence
   size_t bytes = 0;
   uint64_t ops_since_cut = 0;  // ops recorded since the first pending value
-  std::thread::id recorder;    // the thread that recorded the latest pending value
+  int64_t backward_pass = -1;  // the autograd graph task the latest op recorded in, or -1
   LoopDetector loop;
 };
 
@@ -89,7 +88,6 @@ void RegisterPending(DeviceStorage* storage) {
   const uint64_t sequence = set.next_sequence++;
   storage->set_pending_sequence(sequence);
   set.storages.emplace(sequence, storage);
-  set.recorder = std::this_thread::get_id();
   set.bytes += storage->nbytes();
 }
 
@@ -149,14 +147,16 @@ bool PendingAtLoopBoundary() {
   return true;
 }
 
-void CutWorkOfAnotherThread() {
+void CutAtBackwardBoundary(int64_t backward_pass) {
   if (!DetectingLoops()) return;
   {
     PendingSet& set = Pending();
     std::lock_guard<std::mutex> lock(set.mutex);
-    if (set.storages.empty() || set.recorder == std::this_thread::get_id()) return;
+    const bool boundary = !set.storages.empty() && set.backward_pass != backward_pass;
+    set.backward_pass = backward_pass;
+    if (!boundary) return;
   }
-  MaterializeAllPending("another thread records");
+  MaterializeAllPending("backward boundary");
 }
 
 bool PendingOpOverSizeBound() {
@@ -186,10 +186,7 @@ void MaterializeAllPending(const std::string& reason, bool within_loop) {
   for (auto& [device, group] : by_device) Materialize(group, reason, /*cut=*/true);
 }
 
-DeferredScope::DeferredScope() {
-  CutWorkOfAnotherThread();  // a scope's work is recorded on this thread
-  ++g_scope_depth;
-}
+DeferredScope::DeferredScope() { ++g_scope_depth; }
 
 DeferredScope::~DeferredScope() {
   if (open_) --g_scope_depth;

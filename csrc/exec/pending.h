@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace torch_tpu::exec {
@@ -24,12 +25,12 @@ void ForgetPending(DeviceStorage* storage);  // the storage is being destroyed
 // which each size cut falls at the same place in every step.
 void MaterializeAllPending(const std::string& reason, bool within_loop = false);
 size_t PendingCount();
-// Called before an op records in fused mode: work pending from another thread is cut first.
-// Autograd runs a backward pass on its own device thread, so a training step's forward is
-// launched when its backward starts and runs while the backward records (the host and the
-// device overlap, as in strict mode); and two threads' ops never interleave in one program,
-// whose key would then depend on their timing.
-void CutWorkOfAnotherThread();
+// Called before an op records, with the autograd backward pass recording it (its graph task id;
+// -1 outside one): in fused mode, work pending from outside that pass is cut first. A training
+// step's forward is then launched when its backward starts and runs while the backward is
+// recorded, and the backward while the optimizer step is (the host and the device overlap, as
+// in strict mode). The cuts fall at the same places in every step.
+void CutAtBackwardBoundary(int64_t backward_pass);
 // Counts one more op recorded into the pending set; whether the pending work is now past the
 // size bound (ops since the first pending value, or pending bytes).
 bool PendingOpOverSizeBound();

@@ -255,7 +255,7 @@ namespace {
 class NodeIds {
  public:
   explicit NodeIds(size_t expected = 0) {
-    size_t capacity = 64;
+    size_t capacity = 16;  // a reducer region has a few nodes
     while (capacity < 2 * expected) capacity *= 2;
     slots_.assign(capacity, Slot{});
   }

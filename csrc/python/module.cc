@@ -233,13 +233,26 @@ PYBIND11_MODULE(_C, m) {
       return 0;
     });
   });
-  m.def("_enter_deferred",
-        [] { PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>()); });
+  m.def("_enter_deferred", [] {
+    aten::StartRecording();
+    PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>());
+  });
   m.def("_exit_deferred", &CloseInnermostPythonScope);
+  // An optimizer step's scope: its work runs as one program when it closes, in fused mode too,
+  // so the next step's forward is recorded while the step runs (fused mode's other cuts of a
+  // training step come at its backward pass's start and end: exec::CutAtBackwardBoundary).
+  m.def("_exit_optimizer_step", [] {
+    CloseInnermostPythonScope("optimizer step");
+    aten::Translate([] {
+      if (exec::DetectingLoops()) exec::MaterializeAllPending("optimizer step");  // fused mode
+      return 0;
+    });
+  });
   // A torch.compile graph: its ops are recorded in a deferred scope and cut as one program
   // (src/torch_tpu/_compile/dynamo_backend.py).
   m.def("_enter_compiled_graph", [] {
     exec::GetMetrics().compiled_graph_calls++;
+    aten::StartRecording();
     PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>());
   });
   m.def("_exit_compiled_graph", [] { CloseInnermostPythonScope(exec::kCompiledGraphReason); });

@@ -2,7 +2,8 @@
 
 Optimizers run foreach kernels on tpu (each already one program, csrc/aten/foreach.cc) plus a few
 single-tensor ops between them; global step hooks open a deferred scope around the whole step,
-so all of it is recorded and then cut as one program when the step returns. Deferring never
+so all of it is recorded and then cut as one program when the step returns (in fused mode too:
+the next step's forward is then recorded while the step runs). Deferring never
 changes results: a host read inside the step still runs what it needs first.
 """
 
@@ -38,7 +39,7 @@ def _after_step(optimizer, args, kwargs):
         return
     if getattr(optimizer, _OPEN, False):
         setattr(optimizer, _OPEN, False)
-        _C._exit_deferred("optimizer step")
+        _C._exit_optimizer_step()
 
 
 def install() -> None:
