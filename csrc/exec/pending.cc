@@ -159,6 +159,10 @@ void CutAtBackwardBoundary(int64_t backward_pass) {
   MaterializeAllPending("backward boundary");
 }
 
+void CutAtOptimizerStepEnd() {
+  if (DetectingLoops()) MaterializeAllPending("optimizer step");
+}
+
 bool PendingOpOverSizeBound() {
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);

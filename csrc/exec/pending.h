@@ -31,6 +31,9 @@ size_t PendingCount();
 // recorded, and the backward while the optimizer step is (the host and the device overlap, as
 // in strict mode). The cuts fall at the same places in every step.
 void CutAtBackwardBoundary(int64_t backward_pass);
+// Called when an optimizer step's scope has closed: fused mode cuts the step there too, so the
+// next step's forward is recorded while the step runs.
+void CutAtOptimizerStepEnd();
 // Counts one more op recorded into the pending set; whether the pending work is now past the
 // size bound (ops since the first pending value, or pending bytes).
 bool PendingOpOverSizeBound();

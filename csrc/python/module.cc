@@ -238,13 +238,11 @@ PYBIND11_MODULE(_C, m) {
     PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>());
   });
   m.def("_exit_deferred", &CloseInnermostPythonScope);
-  // An optimizer step's scope: its work runs as one program when it closes, in fused mode too,
-  // so the next step's forward is recorded while the step runs (fused mode's other cuts of a
-  // training step come at its backward pass's start and end: exec::CutAtBackwardBoundary).
+  // An optimizer step's scope: its work runs as one program when it closes, in fused mode too.
   m.def("_exit_optimizer_step", [] {
     CloseInnermostPythonScope("optimizer step");
     aten::Translate([] {
-      if (exec::DetectingLoops()) exec::MaterializeAllPending("optimizer step");  // fused mode
+      exec::CutAtOptimizerStepEnd();
       return 0;
     });
   });
