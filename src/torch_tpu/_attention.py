@@ -10,6 +10,8 @@ row log-sum-exp for the backward op (both in ``csrc/ops/attention.cc``). Grouped
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 _library = torch.library.Library("tpu", "FRAGMENT")
@@ -30,6 +32,13 @@ def _like_query_layout(query, shape):
 
 
 def _attention_meta(query, key, value, attn_bias, is_causal, scale):
+    # The lowering contracts query with key over their last dim: checked here, at the call, with
+    # the error of the CPU's math path (its batched matmul), rather than when the program compiles.
+    torch._check(
+        key.shape[-1] == query.shape[-1],
+        lambda: f"Expected size for first two dimensions of batch2 tensor to be: "
+        f"[{math.prod(query.shape[:-2])}, {query.shape[-1]}] but got: [{math.prod(key.shape[:-2])}, {key.shape[-1]}].",
+    )
     output = _like_query_layout(query, (*query.shape[:-1], value.shape[-1]))
     # (B, H, L) as the overrideable op's meta function, B = 1 for 3-D inputs.
     batch = query.shape[0] if query.dim() == 4 else 1
