@@ -342,21 +342,30 @@ def test_a_cpu_scalar_input_that_changes_is_honoured():
         assert_close(compiled(x.to(TPU), torch.tensor(value)), x * value)
 
 
-def test_a_compiled_graph_in_fused_mode_joins_the_pending_program():
+@pytest.mark.parametrize("first_call", ["strict", "defer_and_fuse"])
+def test_a_compiled_graph_in_fused_mode_is_its_own_program_launched_from_its_plan(first_call):
+    # The eager work pending before the graph is cut first, so the graph stays one program of its
+    # own, which its plan launches again without recording it.
     def f(x):
         return x.exp() + 1
 
     compiled = torch.compile(f, backend="tpu")
     x = make((4,))
-    compiled(x.to(TPU))
+    with torch_tpu.execution_mode(first_call):
+        assert_close(compiled(x.to(TPU) * 2), (x * 2).exp() + 1)
     with torch_tpu.execution_mode("defer_and_fuse"):
-        torch.tpu.synchronize()
-        torch_tpu.metrics.reset()
-        y = x.to(TPU) * 3
-        z = compiled(y) - 1
-        assert_close(z, (x * 3).exp())
-        figures = torch_tpu.metrics.snapshot()
-    assert figures["compiled_graph_direct_calls"] == 0
+        for step in range(3):
+            torch.tpu.synchronize()
+            torch_tpu.metrics.reset()
+            y = x.to(TPU) * (step + 3)
+            z = compiled(y) - 1
+            assert_close(z, (x * (step + 3)).exp())
+            figures = torch_tpu.metrics.snapshot()
+            assert figures["compiled_graph_direct_calls"] == 1, figures
+            # y's program, the graph's, and z's at the read.
+            assert figures["executions"] == 3 and figures["compiled_graph_executions"] == 1, figures
+            if step > 0:
+                assert figures["compiles"] == 0, figures
 
 
 def test_a_graph_break_gives_two_programs_with_the_right_result():

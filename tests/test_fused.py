@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 
 import pytest
 import torch
@@ -503,7 +504,7 @@ def test_a_training_step_launches_its_forward_when_the_backward_starts():
             for model, optimizer, device in ((cpu_model, cpu_opt, "cpu"), (tpu_model, tpu_opt, TPU)):
                 optimizer.zero_grad()
                 loss = model(x.to(device)).square().mean()
-                before = counters()
+                before = torch_tpu.metrics.snapshot()  # no synchronize: the forward stays pending
                 loss.backward()
                 cut_by_backward = cuts(before, "backward boundary")
                 optimizer.step()
@@ -518,3 +519,34 @@ def test_a_training_step_launches_its_forward_when_the_backward_starts():
             assert losses[1] == pytest.approx(losses[0], rel=1e-5, abs=1e-6)
     for p, q in zip(tpu_model.parameters(), cpu_model.parameters(), strict=True):
         assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_threads_recording_at_once_each_get_their_own_results():
+    """In fused mode one thread's host read cuts the work every thread has pending, while the
+    others go on recording into, reading and freeing those storages."""
+    shared = make((9, 4))
+    shared_tpu = shared.to(TPU)
+    errors = []
+
+    def work(seed):
+        try:
+            generator = torch.Generator().manual_seed(seed)
+            for step in range(30):
+                x = torch.randn(16, 9, generator=generator)
+                scale = 1 + step / 30  # a new Python scalar each step: the same program
+                got = torch.tanh(x.to(TPU) @ shared_tpu) * scale
+                kept = got + shared_tpu.sum()
+                del got  # freed while another thread's cut may still hold it
+                expected = torch.tanh(x @ shared) * scale + shared.sum()
+                assert_close(kept, expected, rtol=1e-5, atol=1e-5)
+        except Exception as error:  # reported below, on the main thread
+            errors.append(error)
+
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        for _ in range(3):
+            threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    assert not errors, errors[0]

@@ -502,8 +502,13 @@ uint64_t StructuralHash(const std::string& lowering_name, const ops::LoweringCon
 constexpr int64_t kUploadedFillBytes = 4096;
 
 bool UploadSmallFill(const c10::FunctionSchema& schema, c10::Stack& stack, size_t begin) {
-  if (schema.overload_name() != "Scalar" || exec::Deferring()) return false;
+  if (schema.overload_name() != "Scalar") return false;
   const at::Tensor self = stack[begin].toTensor();
+  // Deferred work records a fill as a node, which fuses with its readers. A one-element fill
+  // outside a scope (autograd's seed of a backward, a counter) is uploaded in fused mode too: as
+  // a node it would be a program of its own wherever it is the only work pending at a cut, such
+  // as before a compiled backward graph.
+  if (exec::Deferring() && (exec::InDeferredScope() || self.numel() != 1)) return false;
   const int64_t bytes = static_cast<int64_t>(self.nbytes());
   if (self.numel() == 0 || bytes > kUploadedFillBytes || !self.is_contiguous() ||
       self.storage_offset() != 0 || static_cast<int64_t>(self.storage().nbytes()) != bytes ||

@@ -403,9 +403,7 @@ void StartRecording() { exec::CutAtBackwardBoundary(torch::autograd::get_current
 void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
   Translate([&] {
     if (exec::Deferring()) {
-      for (exec::DeviceStorage* storage : storages) {
-        if (storage->pending()) exec::RegisterPending(storage);
-      }
+      for (exec::DeviceStorage* storage : storages) exec::RegisterPending(storage);
       if (exec::PendingOpOverSizeBound()) {
         exec::MaterializeAllPending("size limit", /*within_loop=*/true);
       }
@@ -417,15 +415,7 @@ void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
 }
 
 void SyncForHostRead(exec::DeviceStorage* storage) {
-  if (!storage->pending()) return;
-  Translate([&] {
-    // A storage in the pending set is cut with everything recorded before it.
-    if (storage->pending_sequence() != 0) {
-      exec::MaterializeAllPending("host read");
-    } else {
-      exec::Materialize({storage}, "host read");
-    }
-  });
+  Translate([&] { exec::MaterializeForRead(storage, "host read"); });
 }
 
 at::Tensor EmptyTpu(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype,

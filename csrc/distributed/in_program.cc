@@ -300,16 +300,6 @@ void CheckInputs(const std::vector<at::Tensor>& inputs) {
   }
 }
 
-void MaterializeForCollective(exec::DeviceStorage* storage) {
-  if (!storage->pending()) return;
-  // A storage in the pending set is cut with everything recorded before it.
-  if (storage->pending_sequence() != 0) {
-    exec::MaterializeAllPending("collective");
-  } else {
-    exec::Materialize({storage}, "collective");
-  }
-}
-
 // The tensor's elements as a dense 1-D buffer: its storage's own buffer when the tensor covers
 // the whole storage in row-major order with the storage's element type, else a contiguous copy's.
 std::shared_ptr<runtime::Buffer> DenseBuffer(const at::Tensor& tensor) {
@@ -321,7 +311,7 @@ std::shared_ptr<runtime::Buffer> DenseBuffer(const at::Tensor& tensor) {
                      storage->nbytes() == static_cast<size_t>(tensor.numel()) * ir::ByteSize(dtype);
   const at::Tensor dense = whole ? tensor : tensor.clone(at::MemoryFormat::Contiguous);
   exec::DeviceStorage* dense_storage = aten::StorageOf(dense);
-  MaterializeForCollective(dense_storage);
+  exec::MaterializeForRead(dense_storage, "collective");
   return dense_storage->buffer();
 }
 

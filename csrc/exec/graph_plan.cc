@@ -88,6 +88,8 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunGraphPlan(
     const GraphPlan& plan, const std::vector<DeviceStorage*>& inputs,
     const std::vector<std::shared_ptr<runtime::Buffer>>* scalar_buffers) {
   if (!plan.executable) return {};
+  // Donation decides on use counts that another thread's Read or cut could change meanwhile.
+  const auto lock = LockStorages();
   if (scalar_buffers == nullptr) scalar_buffers = &plan.scalar_buffers;
   std::vector<PJRT_Buffer*> arguments;
   arguments.reserve(plan.parameter_input.size() + scalar_buffers->size());

@@ -79,6 +79,8 @@ const size_t kMinLoopOps = static_cast<size_t>(EnvLimit("TORCH_TPU_FUSE_MIN_LOOP
 bool Deferring() { return g_scope_depth > 0 || CurrentMode() == Mode::kDeferAndFuse; }
 
 void RegisterPending(DeviceStorage* storage) {
+  const auto storage_lock = LockStorages();  // another thread's cut may be running its value
+  if (!storage->pending()) return;
   PendingSet& set = Pending();
   std::lock_guard<std::mutex> lock(set.mutex);
   if (storage->pending_sequence() != 0) return;
@@ -159,9 +161,11 @@ void CutAtBackwardBoundary(int64_t backward_pass) {
   MaterializeAllPending("backward boundary");
 }
 
-void CutAtOptimizerStepEnd() {
-  if (DetectingLoops()) MaterializeAllPending("optimizer step");
+void CutAtScopeBoundary(const std::string& reason) {
+  if (DetectingLoops()) MaterializeAllPending(reason);
 }
+
+bool InDeferredScope() { return g_scope_depth > 0; }
 
 bool PendingOpOverSizeBound() {
   PendingSet& set = Pending();
@@ -170,6 +174,8 @@ bool PendingOpOverSizeBound() {
 }
 
 void MaterializeAllPending(const std::string& reason, bool within_loop) {
+  // Held until every value is installed: other threads may free these storages meanwhile.
+  const auto storage_lock = LockStorages();
   std::vector<DeviceStorage*> storages;
   {
     PendingSet& set = Pending();

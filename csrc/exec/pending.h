@@ -16,8 +16,8 @@ class DeviceStorage;
 
 // Whether writes on this thread stay pending: fused eager mode, or inside a DeferredScope.
 bool Deferring();
-void RegisterPending(DeviceStorage* storage);
-void ForgetPending(DeviceStorage* storage);  // the storage is being destroyed
+void RegisterPending(DeviceStorage* storage);  // a storage written with a pending value
+void ForgetPending(DeviceStorage* storage);    // the storage is being destroyed
 // Runs every pending storage's value, one program per device, results in creation order.
 // `within_loop`: a cut for size, which the loop detector sees through. A training loop that never
 // reads a pending value back is one continuous stream of ops; its size cuts fall at places that
@@ -31,9 +31,13 @@ size_t PendingCount();
 // recorded, and the backward while the optimizer step is (the host and the device overlap, as
 // in strict mode). The cuts fall at the same places in every step.
 void CutAtBackwardBoundary(int64_t backward_pass);
-// Called when an optimizer step's scope has closed: fused mode cuts the step there too, so the
-// next step's forward is recorded while the step runs.
-void CutAtOptimizerStepEnd();
+// Called where a scope opened from Python begins or has closed (an optimizer step, a
+// torch.compile graph): fused mode cuts there too, outside other scopes. A compiled graph is then
+// its own program, which a plan can launch again (python/compiled_graph.cc), and the next
+// step's forward is recorded while an optimizer step runs.
+void CutAtScopeBoundary(const std::string& reason);
+// Whether a DeferredScope is open on this thread.
+bool InDeferredScope();
 // Counts one more op recorded into the pending set; whether the pending work is now past the
 // size bound (ops since the first pending value, or pending bytes).
 bool PendingOpOverSizeBound();

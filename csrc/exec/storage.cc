@@ -17,6 +17,11 @@
 
 namespace torch_tpu::exec {
 
+std::unique_lock<std::recursive_mutex> LockStorages() {
+  static auto* mutex = new std::recursive_mutex();  // leaked: storages die at exit too
+  return std::unique_lock<std::recursive_mutex>(*mutex);
+}
+
 runtime::ElementType ToElementType(ir::DType dtype) {
   using E = runtime::ElementType;
   switch (dtype) {
@@ -57,11 +62,14 @@ DeviceStorage::DeviceStorage(size_t nbytes, int device) : nbytes_(nbytes), devic
 }
 
 DeviceStorage::~DeviceStorage() {
+  // Waits for a cut that holds this storage (another thread's) to install its value.
+  const auto lock = LockStorages();
   GetMemoryStats(device_).Remove(static_cast<int64_t>(nbytes_) + padding_bytes_);
   if (pending_sequence_ != 0) ForgetPending(this);
 }
 
 ir::Value DeviceStorage::Read(ir::DType reader_dtype) {
+  const auto lock = LockStorages();
   if (pending_) return pending_;
   if (!has_type_) {
     return ir::Full(0, ir::TensorType{reader_dtype, {elements(reader_dtype)}});
@@ -74,6 +82,7 @@ ir::Value DeviceStorage::Read(ir::DType reader_dtype) {
 }
 
 void DeviceStorage::Write(const ir::Value& value) {
+  const auto lock = LockStorages();
   if (!has_type_) {
     has_type_ = true;
     element_type_ = value.dtype();
@@ -86,6 +95,7 @@ void DeviceStorage::Write(const ir::Value& value) {
 }
 
 void DeviceStorage::WriteGrowing(const ir::Value& value, GrowingLayout layout) {
+  const auto lock = LockStorages();
   has_type_ = true;
   element_type_ = value.dtype();
   SetGrowing(std::move(layout));
@@ -105,6 +115,7 @@ void DeviceStorage::SetGrowing(std::optional<GrowingLayout> layout) {
 }
 
 void DeviceStorage::SetBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::DType element_type) {
+  const auto lock = LockStorages();
   if (growing_) SetGrowing(std::nullopt);
   InstallBuffer(std::move(buffer), element_type);
 }
@@ -213,6 +224,7 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
 }
 
 void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason, bool cut) {
+  auto lock = LockStorages();
   std::vector<DeviceStorage*> targets;
   std::vector<ir::Value> results;
   for (DeviceStorage* storage : storages) {
@@ -255,6 +267,9 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
     return GetMetrics().compiles.load() + GetMetrics().disk_cache_hits.load();
   };
   const int64_t loaded_before = executables_loaded();
+  // A strict op's own outputs need no lock while it compiles and launches; a cut's storages stay
+  // locked by MaterializeAllPending, as other threads may free them.
+  lock.unlock();
   try {
     outputs = RunProgram(program, donated, device_index, reason);
     // A cut that writes padded growing values recompiles when a bucket fills (bucketing.h), at
@@ -271,11 +286,13 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
     }
     if (GraphCapture* capture = ActiveGraphCapture()) capture->OnCut(program, targets);
   } catch (const runtime::PjrtError& e) {
+    lock.lock();
     // A program of several ops is replayed op by op to name the one that failed.
     const std::string culprit = FailingOrigin(program, device_index);
     if (culprit.empty()) throw;
     throw runtime::PjrtError(e.code(), std::string(e.what()) + "\nThe failing op: " + culprit);
   }
+  lock.lock();
   Metrics& metrics = GetMetrics();
   metrics.executions++;
   if (reason == kCompiledGraphReason) metrics.compiled_graph_executions++;
@@ -294,6 +311,16 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   metrics.execute_time_ns +=
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
+}
+
+void MaterializeForRead(DeviceStorage* storage, const std::string& reason) {
+  const auto lock = LockStorages();
+  if (!storage->pending()) return;
+  if (storage->pending_sequence() != 0) {
+    MaterializeAllPending(reason);
+  } else {
+    Materialize({storage}, reason);
+  }
 }
 
 std::vector<std::weak_ptr<runtime::Buffer>> InFlightExecutions() {
@@ -317,18 +344,23 @@ void AwaitExecutions() {
 }
 
 void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes) {
+  std::shared_ptr<runtime::Buffer> buffer;
+  {
+    const auto lock = LockStorages();
+    buffer = storage.buffer();
+  }
   Metrics& metrics = GetMetrics();
   metrics.transfers_to_host++;
   metrics.bytes_to_host += static_cast<int64_t>(nbytes);
   ProfiledScope profiled(ActivityKind::kTransferToHost, storage.device());
   if (profiled.active()) {
     // A profile times the copy alone, not the wait for the program that computes the value.
-    storage.buffer()->AwaitReady();
+    buffer->AwaitReady();
     profiled.activity().start_ns = ProfileClockNs();
     profiled.activity().name = "copy tpu to host";
     profiled.activity().bytes = static_cast<int64_t>(nbytes);
   }
-  storage.buffer()->ToHost(dst, nbytes);
+  buffer->ToHost(dst, nbytes);
 }
 
 std::vector<std::shared_ptr<runtime::Buffer>> RunProgramText(const std::string& text, int device) {

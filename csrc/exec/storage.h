@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,12 @@
 namespace torch_tpu::exec {
 
 runtime::ElementType ToElementType(ir::DType dtype);
+
+// Threads share storages: in fused mode one thread's cut runs the values that other threads
+// recorded, and installs them while those threads record, read or free the same storages. Each
+// access to a storage's value holds this lock, and a cut of the pending set holds it throughout.
+// Nothing under it takes the GIL: op recording (meta kernels, source lines) runs outside it.
+std::unique_lock<std::recursive_mutex> LockStorages();
 
 class DeviceStorage {
  public:
@@ -81,6 +88,9 @@ class DeviceStorage {
 // `cut`: the storages are a cut of the pending set, whose recompiles are watched (volatility.h).
 void Materialize(const std::vector<DeviceStorage*>& storages, const std::string& reason,
                  bool cut = false);
+// Makes a storage's value a buffer before it is read outside a program (a host read, a
+// collective): a storage in the pending set is cut with everything recorded before it.
+void MaterializeForRead(DeviceStorage* storage, const std::string& reason);
 // Compiles (or finds in the cache) and launches `program`, donating the arguments marked in
 // `donated`; a failure is a PjrtError naming the file the program was written to. `reason`: why
 // it runs (a sync reason), for the profiler.

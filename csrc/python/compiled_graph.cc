@@ -139,9 +139,13 @@ class CompiledGraphPlan {
 
   // The graph's outputs, or None when this call's inputs differ from the captured layout.
   py::object Run(const py::list& args) {
-    if (exec::Deferring() || args.size() != inputs_.size() || exec::PendingCount() != 0) {
-      return py::none();
-    }
+    if (exec::InDeferredScope() || args.size() != inputs_.size()) return py::none();
+    // Fused mode's pending eager work runs first, as its own program: the inputs it writes are
+    // then buffers, and the graph stays its own program.
+    aten::Translate([] {
+      exec::CutAtScopeBoundary("compiled graph boundary");
+      return 0;
+    });
     std::vector<exec::DeviceStorage*> storages;
     storages.reserve(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {
