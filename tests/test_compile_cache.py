@@ -82,6 +82,7 @@ assert all(r.equal(expected) for r in results)
 print(json.dumps(torch_tpu.metrics.snapshot()))
 """,
         TORCH_TPU_CACHE_DIR=str(tmp_path),
+        TORCH_TPU_DEFER_AND_FUSE="0",  # strict: each thread's op is one program, the same one
     )
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout.strip().splitlines()[-1])
@@ -171,6 +172,44 @@ again = [work(n) for n in range(1, 41)]
 m = torch_tpu.metrics.snapshot()
 print("SAME", first == again, "COMPILES", m["compiles"], "DISK", m["disk_cache_hits"] > 0)
 """
-    result = run_python(code, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_MEMORY_CACHE_ENTRIES="16")
+    # Strict: 40 sizes are 40 programs (fused mode would bucket them into fewer than the bound).
+    result = run_python(
+        code, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_MEMORY_CACHE_ENTRIES="16", TORCH_TPU_DEFER_AND_FUSE="0"
+    )
     assert result.returncode == 0, result.stderr
     assert "SAME True COMPILES 0 DISK True" in result.stdout, result.stdout
+
+
+def test_loaded_executables_keep_within_the_kernels_mapping_limit(tmp_path):
+    # Each loaded executable holds its JIT code in memory mappings, about twenty for a fused
+    # program; a process past vm.max_map_count fails to load code, then crashes. The memory cache
+    # measures the mappings per executable and keeps them within half the limit (here a stand-in
+    # of 1,800); what it drops comes back from the disk cache with the same results.
+    code = """
+import json, torch, torch_tpu
+def maps():
+    return len(open("/proc/self/maps").readlines())
+x = torch.randn(16, 16, device="tpu")
+def program(n):  # another sequence of ops for each n: another program
+    y = x
+    for bit in range(8):
+        y = (y @ x).sin() if n >> bit & 1 else torch.tanh(y * 1.5).exp()
+    return y.sum().item()
+first = [program(n) for n in range(100)]
+after_first = maps()
+torch_tpu.metrics.reset()
+again = [program(n) for n in range(30)]  # the least recently used
+m = torch_tpu.metrics.snapshot()
+print(json.dumps(dict(maps=after_first, same=first[:30] == again, disk=m["disk_cache_hits"])))
+"""
+    figures = {}
+    for limit in ("1800", "1000000"):
+        result = run_python(
+            code, TORCH_TPU_CACHE_DIR=str(tmp_path / limit), TORCH_TPU_MAX_MAP_COUNT=limit, TORCH_TPU_DEFER_AND_FUSE="1"
+        )
+        assert result.returncode == 0, result.stderr
+        figures[limit] = json.loads(result.stdout.strip().splitlines()[-1])
+        assert figures[limit]["same"]
+    bounded, unbounded = figures["1800"], figures["1000000"]
+    assert bounded["maps"] < 1800 < unbounded["maps"], figures
+    assert bounded["disk"] >= 25 and unbounded["disk"] == 0, figures

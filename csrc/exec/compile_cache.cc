@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "exec/context.h"
 #include "exec/profile.h"
@@ -28,11 +29,35 @@ constexpr char kMagic[8] = {'T', 'T', 'P', 'U', 'X', 'E', '1', '\n'};
 
 using Future = std::shared_future<std::shared_ptr<runtime::Executable>>;
 
+// The lines of a /proc file (the process's memory mappings), or 0 where it cannot be read.
+size_t CountLines(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  size_t lines = 0;
+  std::vector<char> chunk(1 << 16);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    lines += static_cast<size_t>(std::count(chunk.data(), chunk.data() + in.gcount(), '\n'));
+  }
+  return lines;
+}
+
+// The kernel's limit on a process's memory mappings (vm.max_map_count), or its default.
+// TORCH_TPU_MAX_MAP_COUNT stands in for it (the tests of the bound below).
+size_t MaxMapCount() {
+  if (const char* value = std::getenv("TORCH_TPU_MAX_MAP_COUNT")) return std::atoll(value);
+  std::ifstream in("/proc/sys/vm/max_map_count");
+  size_t limit = 0;
+  return in >> limit && limit > 0 ? limit : 65530;
+}
+
 // Executables loaded in this process, least recently used dropped past a bound: each one holds
-// JIT code in a few memory mappings, and a process that loads tens of thousands (many shapes,
-// a long test run) reaches the kernel's mapping limit (vm.max_map_count), where the plugin's
-// code generation fails and crashes. A dropped executable is loaded again from the disk cache.
+// JIT code in memory mappings, well under one per program for single ops but about twenty for a
+// fused program of tens of ops. A process that loads too many reaches the kernel's mapping limit
+// (vm.max_map_count), where the plugin's code generation fails and crashes. A dropped executable
+// is loaded again from the disk cache.
 struct MemoryCache {
+  static constexpr size_t kReboundEvery = 64;  // new entries between measurements
+  static constexpr size_t kMinCapacity = 64;
   struct Entry {
     Future future;
     uint64_t last_use = 0;
@@ -40,11 +65,29 @@ struct MemoryCache {
   std::mutex mutex;
   std::unordered_map<ir::Signature, Entry, ir::SignatureHash> entries;
   uint64_t clock = 0;
-  const size_t capacity = [] {
+  // TORCH_TPU_MEMORY_CACHE_ENTRIES, or 4096: the most entries ever kept.
+  const size_t configured = [] {
     const char* value = std::getenv("TORCH_TPU_MEMORY_CACHE_ENTRIES");
     const long long parsed = value != nullptr ? std::atoll(value) : 0;
     return parsed > 0 ? static_cast<size_t>(parsed) : size_t{4096};
   }();
+  size_t capacity = configured;
+  size_t inserted = 0;
+  const size_t baseline_maps = CountLines("/proc/self/maps");  // before the first executable
+
+  // Every kReboundEvery new entries, the mappings the process gained since the cache began, per
+  // entry, set the bound so that cached executables keep within half of the kernel's limit.
+  // (Other mappings that grew meanwhile count too, which errs on the side of fewer entries.)
+  void NoteInserted() {
+    if (++inserted % kReboundEvery != 0 || entries.empty()) return;
+    const size_t maps = CountLines("/proc/self/maps");
+    const size_t budget = MaxMapCount() / 2;
+    if (maps == 0 || budget <= baseline_maps) return;
+    const double per_entry =
+        std::max(1.0, static_cast<double>(maps - std::min(maps, baseline_maps)) / entries.size());
+    capacity = std::clamp(static_cast<size_t>((budget - baseline_maps) / per_entry),
+                          std::min(kMinCapacity, configured), configured);
+  }
 
   // Drops the least recently used ready entries down to 90% of the capacity. Executions still
   // running keep what they use alive (PJRT holds the compiled code until they finish).
@@ -258,6 +301,7 @@ std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signatur
       cache.EvictIfFull();
       future = promise.get_future().share();
       cache.entries.emplace(signature, MemoryCache::Entry{future, ++cache.clock});
+      cache.NoteInserted();
       owner = true;
     }
   }
