@@ -29,6 +29,19 @@ def float32_cpu_reference():
         yield
 
 
+@pytest.fixture(autouse=True)
+def marked_execution_mode(request):
+    """A test marked ``@pytest.mark.execution_mode("strict")`` checks that mode's own behaviour
+    (one program per op, an upload for a small fill) and runs in it; the others run in whatever
+    mode the suite runs in (CI runs some files in both)."""
+    marker = request.node.get_closest_marker("execution_mode")
+    if marker is None:
+        yield
+        return
+    with torch_tpu.execution_mode(marker.args[0]):
+        yield
+
+
 @pytest.fixture
 def no_cpu_fallback():
     """Fails a test any of whose ops ran through the CPU fallback, for files that test lowerings:
@@ -64,6 +77,18 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, **kwargs) -> None
     tolerance = dict(TOLERANCES.get(expected.dtype, dict(rtol=0, atol=0)))
     tolerance.update(kwargs)
     torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **tolerance)
+
+
+def assert_same_work_alike(actual: torch.Tensor, expected: torch.Tensor, rtol=1e-5, atol=1e-7) -> None:
+    """Compares two tpu results of the same computation recorded as different work (a
+    checkpoint's recomputation in the backward, a model whose weights are offloaded). Strict mode
+    runs the very same programs, so the values are identical; fused mode puts the ops into other
+    programs, whose fusions may round differently in the last bits, so they agree to the given
+    precision of the dtype computed in."""
+    if torch_tpu.execution_mode() == torch_tpu.ExecutionMode.STRICT:
+        torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=0, atol=0)
+    else:
+        torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=rtol, atol=atol)
 
 
 def make(shape, dtype=torch.float32, low=None, high=None, seed=None) -> torch.Tensor:

@@ -115,14 +115,20 @@ def test_cross_device_error_matches_cuda_wording():
         x + make((3,))
 
 
-def test_dump_every_compiled_program_on_request(tmp_path):
+@pytest.mark.parametrize("fused", ["0", "1"], ids=["strict", "fused"])
+def test_dump_every_compiled_program_on_request(tmp_path, fused):
     result = run_python(
         "import torch, torch_tpu\nx = torch.arange(6.0).to('tpu')\nprint((x * 2 + 1).cpu().tolist())",
         TORCH_TPU_DUMP_DIR=str(tmp_path),
         TORCH_TPU_DUMP_PROGRAMS="1",
         TORCH_TPU_DISK_CACHE="0",
+        TORCH_TPU_DEFER_AND_FUSE=fused,
     )
     assert result.returncode == 0, result.stderr
-    dumps = sorted(tmp_path.glob("program-*.mlir"))
-    assert len(dumps) == 2  # mul, then add
-    assert all("stablehlo.multiply" in d.read_text() or "stablehlo.add" in d.read_text() for d in dumps)
+    texts = [d.read_text() for d in sorted(tmp_path.glob("program-*.mlir"))]
+    if fused == "1":  # one program of both ops
+        assert len(texts) == 1 and "stablehlo.multiply" in texts[0] and "stablehlo.add" in texts[0]
+    else:  # mul, then add
+        assert (
+            len(texts) == 2 and "stablehlo.multiply" in texts[0] + texts[1] and "stablehlo.add" in texts[0] + texts[1]
+        )

@@ -186,6 +186,7 @@ def test_new_arange_values_do_not_recompile():
     assert after["cache_misses"] == before["cache_misses"]
 
 
+@pytest.mark.execution_mode("strict")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64])
 def test_small_fills_are_uploads_and_others_programs(dtype):
     # A small fill_ of a whole storage is an upload (autograd's seed, small constants); a large

@@ -101,6 +101,7 @@ FOREACH_CASES = {
 }
 
 
+@pytest.mark.execution_mode("strict")
 @pytest.mark.parametrize("name", sorted(FOREACH_CASES))
 def test_foreach_op_is_one_program_in_strict_mode(name):
     fn, ops = FOREACH_CASES[name]
@@ -169,6 +170,7 @@ def test_optimizer_step_is_one_program(name, mode):
                 torch.testing.assert_close(tpu_state[key], expected)
 
 
+@pytest.mark.execution_mode("strict")
 def test_a_raising_optimizer_step_leaves_strict_mode_strict():
     param = torch.nn.Parameter(torch.ones(3, device=TPU))
     optimizer = torch.optim.SGD([param], lr=0.1)
@@ -439,8 +441,9 @@ def test_size_bound_counts_only_pending_work():
     code = """
 import json, torch, torch_tpu
 x = torch.randn(64, device="tpu")
-for _ in range(40):  # strict: records far more nodes than the bound below
-    x = torch.sin(x) + 1
+with torch_tpu.execution_mode("strict"):
+    for _ in range(40):  # records far more nodes than the bound below
+        x = torch.sin(x) + 1
 with torch_tpu.execution_mode("defer_and_fuse"):
     torch_tpu.metrics.reset()
     y = (x * 2).exp().sum()

@@ -9,7 +9,7 @@ import pytest
 import torch
 import transformers as tf
 from accelerate import cpu_offload, disk_offload
-from conftest import assert_close
+from conftest import assert_close, assert_same_work_alike
 from safetensors import SafetensorError
 from test_huggingface import EOS, PAD, TPU, VOCAB, gpt2, llama, offline  # noqa: F401  (offline: autouse fixture)
 
@@ -289,7 +289,7 @@ def test_accelerate_offload_matches_whole_model_and_cpu(build, how, tmp_path):
     prompt = ids((2, 7), 4)
     with torch.no_grad():
         logits = model(prompt.to(TPU)).logits
-        assert torch.equal(logits.cpu(), whole(prompt.to(TPU)).logits.cpu())
+        assert_same_work_alike(logits, whole(prompt.to(TPU)).logits)
         assert_close(logits, cpu(prompt).logits)
     options = dict(max_new_tokens=6, do_sample=False)
     assert torch.equal(model.generate(prompt.to(TPU), **options).cpu(), cpu.generate(prompt, **options))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 import torch
 from conftest import TPU, run_python
 from torch.autograd import DeviceType
@@ -66,6 +67,7 @@ def test_training_step_records_each_execution_and_transfer_as_tpu_events():
         assert event.time_range.elapsed_us() > 0, event.name
 
 
+@pytest.mark.execution_mode("strict")  # each op launches its own program, linked to the op
 def test_key_averages_show_tpu_time_per_program_and_per_op():
     model, optimizer, batch = make_training()
     train_step(model, optimizer, batch)
@@ -130,6 +132,7 @@ def test_profiling_twice_records_only_what_runs_inside_each_profile():
     assert tpu_events(idle) == []
 
 
+@pytest.mark.execution_mode("strict")  # each matmul is a program of its own
 def test_a_schedule_records_only_the_active_steps():
     a = torch.randn(16, 16).to(TPU)
     (a @ a).cpu()

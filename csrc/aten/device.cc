@@ -152,9 +152,11 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<TpuEvent*>(event);
   }
-  // Whether the work launched so far has finished (one queue: every stream's work).
+  // Whether the work issued so far has finished (one queue: every stream's work). Fused mode's
+  // pending work is issued work too: it is launched first, so a loop polling query() ends.
   bool queryStream(const c10::Stream&) const override {
     return Translate([] {
+      exec::MaterializeAllPending("stream query");
       TpuEvent event;
       event.outputs = exec::InFlightExecutions();
       return event.Poll();
