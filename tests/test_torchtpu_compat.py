@@ -25,12 +25,13 @@ def test_eager_modes_are_execution_modes():
     assert EagerMode.DEFER_NEVER.execution_mode is ExecutionMode.STRICT
     assert EagerMode.DEFER_AND_FUSE.execution_mode is ExecutionMode.DEFER_AND_FUSE
     assert EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING.execution_mode is ExecutionMode.DEBUG
-    assert torch.tpu.eager_mode() is EagerMode.DEFER_NEVER
+    assert torch.tpu.eager_mode().execution_mode is torch_tpu.execution_mode()
     assert torch_tpu.EagerMode is EagerMode and torch_tpu.set_eager_mode is torch.tpu.set_eager_mode
 
 
 @pytest.mark.parametrize("mode", list(EagerMode))
 def test_set_eager_mode_as_context_restores(mode):
+    ambient = torch.tpu.eager_mode()
     a, b = make((8, 8), seed=1), make((8, 8), seed=2)
     with torch.tpu.set_eager_mode(mode) as entered:
         assert entered is mode
@@ -38,11 +39,11 @@ def test_set_eager_mode_as_context_restores(mode):
         assert torch_tpu.execution_mode() is mode.execution_mode
         result = ((a.to(TPU) + 1) * b.to(TPU)).relu().sum(0)
         assert_close(result, ((a + 1) * b).relu().sum(0))
-    assert torch.tpu.eager_mode() is EagerMode.DEFER_NEVER
-    assert torch_tpu.execution_mode() is ExecutionMode.STRICT
+    assert torch.tpu.eager_mode() is ambient
 
 
 def test_set_eager_mode_as_setter():
+    ambient = torch.tpu.eager_mode()
     try:
         torch.tpu.set_eager_mode(EagerMode.DEFER_AND_FUSE)
         assert torch_tpu.execution_mode() is ExecutionMode.DEFER_AND_FUSE
@@ -55,15 +56,16 @@ def test_set_eager_mode_as_setter():
         torch.tpu.set_eager_mode(ExecutionMode.DEFER_AND_FUSE)  # torch_tpu's own names work too
         assert torch.tpu.eager_mode() is EagerMode.DEFER_AND_FUSE
     finally:
-        torch.tpu.set_eager_mode(EagerMode.DEFER_NEVER)
-    assert torch_tpu.execution_mode() is ExecutionMode.STRICT
+        torch.tpu.set_eager_mode(ambient)
+    assert torch.tpu.eager_mode() is ambient
 
 
 @pytest.mark.parametrize("bad", ["DEFER_SOMETIMES", None, 3])
 def test_set_eager_mode_rejects_unknown_modes(bad):
+    ambient = torch.tpu.eager_mode()
     with pytest.raises(ValueError, match="unknown execution mode"):
         torch.tpu.set_eager_mode(bad)
-    assert torch.tpu.eager_mode() is EagerMode.DEFER_NEVER
+    assert torch.tpu.eager_mode() is ambient
 
 
 def _mode_in_fresh_process(**variables) -> str:
@@ -78,7 +80,8 @@ def _mode_in_fresh_process(**variables) -> str:
 @pytest.mark.parametrize(
     "variables, expected",
     [
-        ({}, "DEFER_NEVER"),
+        ({}, "DEFER_AND_FUSE"),  # fused eager is torch_tpu's default
+        ({"TPU_DEFER_AND_FUSE": ""}, "DEFER_AND_FUSE"),
         ({"TPU_DEFER_AND_FUSE": "1"}, "DEFER_AND_FUSE"),
         ({"TPU_LAUNCH_BLOCKING": "1"}, "DEFER_NEVER_AND_LAUNCH_BLOCKING"),
         ({"TPU_DEFER_AND_FUSE": "0"}, "DEFER_NEVER"),

@@ -13,15 +13,17 @@ namespace torch_tpu::exec {
 namespace {
 
 Mode ModeFromEnvironment() {
-  // TORCH_TPU_<name>, or TorchTPU 0.2.0's TPU_<name> alias when the first is unset.
-  auto flag = [](const std::string& name) {
+  // TORCH_TPU_<name>, or TorchTPU 0.2.0's TPU_<name> alias when the first is unset or empty:
+  // "" when neither is set.
+  auto setting = [](const std::string& name) {
     const char* value = std::getenv(("TORCH_TPU_" + name).c_str());
-    if (value == nullptr) value = std::getenv(("TPU_" + name).c_str());
-    return value != nullptr && std::string(value) != "0" && std::string(value) != "";
+    if (value == nullptr || *value == '\0') value = std::getenv(("TPU_" + name).c_str());
+    return std::string(value != nullptr ? value : "");
   };
-  if (flag("LAUNCH_BLOCKING")) return Mode::kDebug;
-  if (flag("DEFER_AND_FUSE")) return Mode::kDeferAndFuse;
-  return Mode::kStrict;
+  const std::string blocking = setting("LAUNCH_BLOCKING");
+  if (!blocking.empty() && blocking != "0") return Mode::kDebug;
+  // Fused eager is the default; TORCH_TPU_DEFER_AND_FUSE=0 selects strict.
+  return setting("DEFER_AND_FUSE") == "0" ? Mode::kStrict : Mode::kDeferAndFuse;
 }
 
 std::atomic<int> g_mode{static_cast<int>(ModeFromEnvironment())};

@@ -1,4 +1,4 @@
-"""Execution modes: strict (default), debug and fused eager (DeferAndFuse)."""
+"""Execution modes: fused eager (DeferAndFuse, the default), strict and debug."""
 
 from __future__ import annotations
 
