@@ -400,6 +400,10 @@ void WriteTensor(const at::Tensor& tensor, const ir::Value& value) {
 
 void StartRecording() { exec::CutAtBackwardBoundary(torch::autograd::get_current_graph_task_id()); }
 
+void CutAtScopeBoundary(const char* reason) {
+  Translate([&] { exec::CutAtScopeBoundary(reason); });
+}
+
 void FinishWrites(const std::vector<exec::DeviceStorage*>& storages) {
   Translate([&] {
     if (exec::Deferring()) {

@@ -44,6 +44,9 @@ bool WriteGrowing(const at::Tensor& tensor, const ops::GrowingValue& value);
 // Called before an op records: fused mode cuts the pending work at a backward pass's start and
 // end (exec::CutAtBackwardBoundary).
 void StartRecording();
+// exec::CutAtScopeBoundary with its errors translated, for the scopes opened from Python (an
+// optimizer step, a torch.compile graph).
+void CutAtScopeBoundary(const char* reason);
 // Runs (strict, debug) or defers (fused) the pending writes of `tensors`.
 void FinishWrites(const std::vector<exec::DeviceStorage*>& storages);
 // Makes the storage's buffer current before a host read.

@@ -142,10 +142,7 @@ class CompiledGraphPlan {
     if (exec::InDeferredScope() || args.size() != inputs_.size()) return py::none();
     // Fused mode's pending eager work runs first, as its own program: the inputs it writes are
     // then buffers, and the graph stays its own program.
-    aten::Translate([] {
-      exec::CutAtScopeBoundary("compiled graph boundary");
-      return 0;
-    });
+    aten::CutAtScopeBoundary("compiled graph boundary");
     std::vector<exec::DeviceStorage*> storages;
     storages.reserve(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {

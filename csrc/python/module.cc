@@ -154,13 +154,6 @@ std::vector<std::unique_ptr<exec::DeferredScope>>& PythonDeferredScopes() {
   return scopes;
 }
 
-void CutAtPythonScopeBoundary(const char* reason) {
-  aten::Translate([&] {
-    exec::CutAtScopeBoundary(reason);
-    return 0;
-  });
-}
-
 // Closes the innermost scope opened from Python, which runs its work unless scopes remain open.
 void CloseInnermostPythonScope(const std::string& reason) {
   auto& scopes = PythonDeferredScopes();
@@ -248,19 +241,19 @@ PYBIND11_MODULE(_C, m) {
   // An optimizer step's scope: its work runs as one program when it closes, in fused mode too.
   m.def("_exit_optimizer_step", [] {
     CloseInnermostPythonScope("optimizer step");
-    CutAtPythonScopeBoundary("optimizer step");
+    aten::CutAtScopeBoundary("optimizer step");
   });
   // A torch.compile graph: its ops are recorded in a deferred scope and cut as one program
   // (src/torch_tpu/_compile/dynamo_backend.py), in fused mode too.
   m.def("_enter_compiled_graph", [] {
     exec::GetMetrics().compiled_graph_calls++;
     aten::StartRecording();
-    CutAtPythonScopeBoundary("compiled graph boundary");
+    aten::CutAtScopeBoundary("compiled graph boundary");
     PythonDeferredScopes().push_back(std::make_unique<exec::DeferredScope>());
   });
   m.def("_exit_compiled_graph", [] {
     CloseInnermostPythonScope(exec::kCompiledGraphReason);
-    CutAtPythonScopeBoundary(exec::kCompiledGraphReason);
+    aten::CutAtScopeBoundary(exec::kCompiledGraphReason);
   });
   python::BindCompiledGraphs(m);
   python::BindInProgramCollectives(m);
