@@ -26,6 +26,7 @@ import time
 os.environ.setdefault("TORCH_TPU_CACHE_DIR", tempfile.mkdtemp(prefix="bench_modes_"))
 
 import torch  # noqa: E402
+from torch._dynamo.backends.common import aot_autograd  # noqa: E402
 
 import torch_tpu  # noqa: E402
 
@@ -242,17 +243,22 @@ def recording_costs(n_ops=1000, reps=15):
 def forward_flush_cost(reps=30):
     """The flush of a real program: the 2-layer LM's forward and loss (no grad), recorded in fused
     mode, then cut, found in the cache and launched. Returns its op count and the median host time
-    of the flush; the count is read once, from the profiler's name for the program."""
+    of the flush; the count is read once, from the profiler's name for the program. Beside the wall
+    time: the calling thread's CPU time (on a small machine, the plugin's threads starting the
+    program take the core from the flush) and the part spent in the plugin's execute call."""
     torch.manual_seed(0)
     model = LanguageModel(256, context=64).to("tpu")
     tokens = torch.randint(0, 256, (8, 65), device="tpu")
-    samples = []
+    samples, thread_samples, launches = [], [], []
     with torch.no_grad(), torch_tpu.execution_mode("defer_and_fuse"):
         for _ in range(reps):
             loss = model.loss(tokens)
-            start = time.perf_counter()
+            torch_tpu.metrics.reset()
+            start, thread_start = time.perf_counter(), time.thread_time()
             torch_tpu._C._launch_pending()
             samples.append(time.perf_counter() - start)
+            thread_samples.append(time.thread_time() - thread_start)
+            launches.append(torch_tpu.metrics.snapshot()["execute_time_s"])
             torch.tpu.synchronize()
             del loss
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.PrivateUse1]) as profile:
@@ -261,31 +267,56 @@ def forward_flush_cost(reps=30):
             torch.tpu.synchronize()
     names = [event.name for event in profile.events() if event.name.startswith("program ")]
     ops = int(names[0].split("(")[1].split()[0])
-    return ops, statistics.median(samples[3:])
+    return ops, statistics.median(samples[3:]), statistics.median(thread_samples[3:]), statistics.median(launches[3:])
 
 
 def compiled_call_overhead(arg_counts=(1, 100), calls=200):
     """Host time of one call of a compiled graph that adds 1 to each of its 0-d arguments: Dynamo's
-    guards, aot_autograd's wrappers and this backend's recording, cut, cache hit and launch."""
-    figures = []
-    for n_args in arg_counts:
-        torch._dynamo.reset()
-        inputs = [torch.zeros((), device="tpu") for _ in range(n_args)]
+    guards, aot_autograd's wrappers and this backend's launch from its plan, and the release of the
+    previous call's outputs. Beside it, two parts that are not this backend's: the same call with
+    an aot_autograd compiler that returns ready outputs (Dynamo and aot_autograd alone), and the
+    plugin's execute call (metrics' execute_time_s per launch)."""
 
-        @torch.compile(backend="tpu")
-        def add_one(*xs):
-            return [x + 1 for x in xs]
-
+    def median_call(fn, inputs):
         for _ in range(3):
-            add_one(*inputs)
+            fn(*inputs)
         torch.tpu.synchronize()
+        torch_tpu.metrics.reset()
         samples = []
         for _ in range(calls):
             start = time.perf_counter()
-            add_one(*inputs)
+            fn(*inputs)
             samples.append(time.perf_counter() - start)
         torch.tpu.synchronize()
-        figures.append((n_args, statistics.median(samples)))
+        figures = torch_tpu.metrics.snapshot()
+        launch = figures["execute_time_s"] / figures["executions"] if figures["executions"] else 0.0
+        return statistics.median(samples), launch
+
+    def add_one(*xs):
+        return [x + 1 for x in xs]
+
+    def returning(ready):
+        """An aot_autograd compiler whose graph returns `ready` without running anything."""
+
+        def compiler(graph_module, example_inputs):
+            def run(args):
+                args.clear()
+                return list(ready)
+
+            run._boxed_call = True
+            return run
+
+        return aot_autograd(fw_compiler=compiler)
+
+    figures = []
+    for n_args in arg_counts:
+        inputs = [torch.zeros((), device="tpu") for _ in range(n_args)]
+        torch._dynamo.reset()
+        seconds, launch = median_call(torch.compile(add_one, backend="tpu"), inputs)
+        torch._dynamo.reset()
+        ready = [torch.ones((), device="tpu") for _ in range(n_args)]
+        floor, _ = median_call(torch.compile(add_one, backend=returning(ready)), inputs)
+        figures.append((n_args, seconds, floor, launch))
     return figures
 
 
@@ -302,15 +333,22 @@ def main():
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
     # The per-op and per-call costs first, in a fresh process: after the workloads, a heap grown by
     # 2048x2048 tensors and a model makes every small allocation (the host's and XLA's) dearer.
-    for n_args, seconds in compiled_call_overhead():
-        print(f"compiled graph call, {n_args:3d} arguments: {seconds * 1e6:.1f} us per call (host side)")
+    for n_args, seconds, floor, launch in compiled_call_overhead():
+        print(
+            f"compiled graph call, {n_args:3d} arguments: {seconds * 1e6:.1f} us per call (host side); "
+            f"of which Dynamo and aot_autograd with a compiler returning ready outputs {floor * 1e6:.1f} us, "
+            f"the plugin's execute call {launch * 1e6:.1f} us"
+        )
     extra, native, intercept, slope = recording_costs()
     print(
         f"recording: {extra * 1e6:.2f} us per op above native CPU dispatch ({native * 1e6:.2f} us); "
         f"flush (cache hit, host side): {intercept * 1e6:.1f} us + {slope * 1e9:.0f} ns per op"
     )
-    ops, seconds = forward_flush_cost()
-    print(f"flush of the LM's forward ({ops} ops, cache hit, host side): {seconds * 1e6:.1f} us")
+    ops, seconds, thread_seconds, launch = forward_flush_cost()
+    print(
+        f"flush of the LM's forward ({ops} ops, cache hit, host side): {seconds * 1e6:.1f} us; "
+        f"the thread's CPU time {thread_seconds * 1e6:.1f} us; the plugin's execute call {launch * 1e6:.1f} us"
+    )
     eager_modes = tuple(mode for mode in MODES if not mode.endswith("compiled"))
     workloads = [
         ("LM training step", train_lm(), args.repeats, 3, MODES),

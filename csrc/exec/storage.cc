@@ -1,7 +1,6 @@
 #include "exec/storage.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -259,7 +258,6 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
       donated[p] = true;
     }
   }
-  const auto start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<runtime::Buffer>> outputs;
   // A new executable for this process, compiled or loaded from the disk cache: both mean the cut
   // met a structure it had not run before (volatility.h counts them per site).
@@ -308,9 +306,6 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
     targets[r]->InstallBuffer(outputs[r], results[r].dtype());
   }
   NoteLaunched(outputs);
-  metrics.execute_time_ns +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
 }
 
 void MaterializeForRead(DeviceStorage* storage, const std::string& reason) {
