@@ -19,6 +19,7 @@
 #include "aten/generator.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
+#include "exec/graph_release.h"
 #include "exec/pending.h"
 
 namespace torch_tpu::aten {
@@ -43,6 +44,7 @@ struct TpuEvent {
     return true;
   }
   std::chrono::steady_clock::time_point Wait() {
+    if (!completed) exec::ReleaseRetiredGraphs();
     for (const auto& weak : outputs) {
       auto buffer = weak.lock();
       if (buffer && !buffer->donated()) buffer->AwaitReady();

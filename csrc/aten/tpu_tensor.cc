@@ -16,6 +16,7 @@
 
 #include "exec/context.h"
 #include "exec/graph_plan.h"
+#include "exec/graph_release.h"
 #include "exec/pending.h"
 #include "exec/profile.h"
 #include "ops/builder.h"
@@ -51,11 +52,15 @@ void* NextFakeAddress(size_t nbytes, c10::DeviceIndex device) {
 }
 
 // A c10::DeviceAllocator, so torch.accelerator's memory APIs work. PJRT owns device memory, so
-// reserved == allocated; emptyCache gives the CPU plugin's kept free heap back to the OS.
+// reserved == allocated; emptyCache frees the buffers that only launched programs' graphs still
+// hold (graph_release.h) and gives the CPU plugin's kept free heap back to the OS.
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   bool initialized() override { return true; }
-  void emptyCache(c10::MempoolId_t) override { runtime::ReleaseHostHeap(); }
+  void emptyCache(c10::MempoolId_t) override {
+    exec::ReleaseRetiredGraphs();
+    runtime::ReleaseHostHeap();
+  }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     const exec::MemoryStats& stats = exec::GetMemoryStats(device);

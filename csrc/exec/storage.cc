@@ -8,6 +8,7 @@
 #include "exec/compile_cache.h"
 #include "exec/context.h"
 #include "exec/graph_plan.h"
+#include "exec/graph_release.h"
 #include "exec/pending.h"
 #include "exec/profile.h"
 #include "exec/replay.h"
@@ -306,6 +307,7 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
     targets[r]->InstallBuffer(outputs[r], results[r].dtype());
   }
   NoteLaunched(outputs);
+  if (cut) RetireGraph(std::move(results));
 }
 
 void MaterializeForRead(DeviceStorage* storage, const std::string& reason) {
@@ -331,6 +333,7 @@ void AwaitExecutions() {
     std::lock_guard<std::mutex> lock(in_flight.mutex);
     outputs.swap(in_flight.outputs);
   }
+  ReleaseRetiredGraphs();
   for (const auto& weak : outputs) {
     auto buffer = weak.lock();
     if (buffer && !buffer->donated()) buffer->AwaitReady();
@@ -344,6 +347,7 @@ void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes) {
     const auto lock = LockStorages();
     buffer = storage.buffer();
   }
+  ReleaseRetiredGraphs();
   Metrics& metrics = GetMetrics();
   metrics.transfers_to_host++;
   metrics.bytes_to_host += static_cast<int64_t>(nbytes);

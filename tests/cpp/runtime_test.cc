@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exec/bucketing.h"
+#include "exec/graph_release.h"
 #include "ops/builder.h"
 #include "runtime/buffer_release.h"
 #include "runtime/pjrt.h"
@@ -350,4 +351,21 @@ TEST(Signature, LongProgramsAreWalkedWhole) {
   };
   EXPECT_EQ(chain(false), chain(false));
   EXPECT_FALSE(chain(false) == chain(true));
+}
+
+TEST(GraphRelease, RetiredGraphsLiveUntilReleasedAndAFewAtMost) {
+  torch_tpu::exec::ReleaseRetiredGraphs();  // none left over from other tests
+  std::vector<std::weak_ptr<ir::Node>> graphs;
+  auto retire_one = [&] {
+    const ir::Value sum = ops::Add(sig::Param({2}), sig::Param({2}));
+    graphs.push_back(sum.node);
+    torch_tpu::exec::RetireGraph({sum});
+  };
+  for (int i = 0; i < 4; ++i) retire_one();
+  for (const auto& graph : graphs) EXPECT_FALSE(graph.expired());
+  // One more than the bound: the oldest half is freed on the spot, the rest is kept.
+  retire_one();
+  for (size_t i = 0; i < graphs.size(); ++i) EXPECT_EQ(graphs[i].expired(), i < 2) << i;
+  torch_tpu::exec::ReleaseRetiredGraphs();
+  for (const auto& graph : graphs) EXPECT_TRUE(graph.expired());
 }
