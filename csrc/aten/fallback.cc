@@ -478,6 +478,8 @@ bool WriteTargetsMatch(const c10::FunctionSchema& schema, const c10::Stack& args
     const int i = WrittenArgument(schema, r);
     if (i < 0) continue;
     const at::Tensor& target = args[i].toTensor();
+    // An empty target (a composite op's fresh out=, as arange's) is resized without a warning.
+    if (target.numel() == 0) continue;
     if (target.sizes() != c10::IntArrayRef(outputs[r].sizes) ||
         target.strides() != c10::IntArrayRef(outputs[r].strides)) {
       return false;
@@ -560,6 +562,7 @@ std::shared_ptr<const MetaOutputs> RunMeta(const c10::OperatorHandle& op, const 
   }
   // The meta run may record other ops, which build keys of their own.
   const std::string stored_key = keyed ? key : std::string();
+  exec::GetMetrics().meta_runs++;
   c10::Stack meta(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     // Generators do not affect shapes, and PyTorch's Python meta functions reject them.

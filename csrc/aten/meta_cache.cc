@@ -1,7 +1,9 @@
 #include "aten/meta_cache.h"
 
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace torch_tpu::aten {
 namespace {
@@ -29,6 +31,23 @@ void AppendTensor(std::string& key, const at::Tensor& t) {
   Append(key, t.unsafeGetTensorImpl()->is_wrapped_number());
   AppendInts(key, t.sizes());
   AppendInts(key, t.strides());
+}
+
+// Ops whose meta functions read their Scalar arguments' kinds (bool, integer, float), never their
+// values: the arithmetic that a loop passes changing numbers to (a learning rate, Adam's step size
+// and bias corrections, a position). Keyed by kind alone, a new value does not run the Python meta
+// function again (about 100 us an op). Every other op keys the values: arange sizes its result by
+// them, and checks such as pow's, renorm's or histc's read them.
+bool ScalarValuesUnread(const c10::FunctionSchema& schema) {
+  static const auto* names = new std::unordered_set<std::string_view>{
+      "aten::add",      "aten::add_",    "aten::sub",      "aten::sub_", "aten::rsub",
+      "aten::mul",      "aten::mul_",    "aten::div",      "aten::div_", "aten::addcmul",
+      "aten::addcmul_", "aten::addcdiv", "aten::addcdiv_", "aten::lerp", "aten::lerp_"};
+  return names->count(schema.name()) != 0;
+}
+
+bool IsScalarArgument(const c10::Argument& argument) {
+  return argument.type()->kind() == c10::TypeKind::NumberType;
 }
 
 bool AppendValue(std::string& key, const c10::IValue& v) {
@@ -98,12 +117,51 @@ Cache& GetCache() {
 // Keys hold only metadata, but shapes can vary without bound in some programs.
 constexpr size_t kMaxEntries = 1 << 16;
 
+// arange's meta function sizes its result by (end - start) / step, so keyed by that difference a
+// range that slides along (a decoding step's positions) is one entry. Only where the difference
+// alone decides: integer bounds, or a floating result (its size is computed in double). Integer
+// results of float bounds truncate each bound first, so they stay keyed by value.
+bool AppendSlidingRangeKey(const c10::FunctionSchema& schema, const c10::Stack& args,
+                           std::string& key) {
+  if (schema.name() != "aten::arange" || schema.overload_name() != "start_out" ||
+      args.size() != 4 || !args[3].isTensor()) {
+    return false;
+  }
+  const c10::IValue& start = args[0];
+  const c10::IValue& end = args[1];
+  if (start.isInt() && end.isInt()) {
+    int64_t span = 0;
+    if (__builtin_sub_overflow(end.toInt(), start.toInt(), &span)) return false;
+    key.push_back('R');
+    Append(key, span);
+  } else if (at::isFloatingType(args[3].toTensor().scalar_type()) &&
+             (start.isInt() || start.isDouble()) && (end.isInt() || end.isDouble())) {
+    auto as_double = [](const c10::IValue& v) {
+      return v.isInt() ? static_cast<double>(v.toInt()) : v.toDouble();
+    };
+    key.push_back('r');
+    Append(key, as_double(end) - as_double(start));
+  } else {
+    return false;
+  }
+  return AppendValue(key, args[2]) && AppendValue(key, args[3]);
+}
+
 }  // namespace
 
 bool MetaKey(const c10::OperatorHandle& op, const c10::Stack& args, std::string& key) {
   key.clear();
-  Append(key, &op.schema());  // schemas live as long as the process
-  for (const c10::IValue& v : args) {
+  const c10::FunctionSchema& schema = op.schema();
+  Append(key, &schema);  // schemas live as long as the process
+  if (AppendSlidingRangeKey(schema, args, key)) return true;
+  key.resize(sizeof(&schema));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    if ((v.isDouble() || v.isInt()) && i < schema.arguments().size() &&
+        IsScalarArgument(schema.arguments()[i]) && ScalarValuesUnread(schema)) {
+      key.push_back(v.isDouble() ? 'f' : 'z');  // a float or an integer Scalar, whatever its value
+      continue;
+    }
     if (!AppendValue(key, v)) return false;
   }
   return true;

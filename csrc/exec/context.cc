@@ -176,7 +176,7 @@ void Metrics::Reset() {
   for (auto* counter :
        {&compiles, &compile_time_ns, &memory_cache_hits, &disk_cache_hits, &cache_misses,
         &executions, &execute_time_ns, &transfers_to_device, &bytes_to_device, &transfers_to_host,
-        &bytes_to_host, &scalar_uploads, &donated_buffers, &volatile_programs,
+        &bytes_to_host, &scalar_uploads, &meta_runs, &donated_buffers, &volatile_programs,
         &compiled_graph_calls, &compiled_graph_executions, &compiled_graph_direct_calls}) {
     counter->store(0);
   }

@@ -56,6 +56,7 @@ struct Metrics {
   std::atomic<int64_t> transfers_to_host{0};
   std::atomic<int64_t> bytes_to_host{0};
   std::atomic<int64_t> scalar_uploads{0};
+  std::atomic<int64_t> meta_runs{0};  // PyTorch meta functions run (aten/meta_cache.h misses)
   std::atomic<int64_t> donated_buffers{0};
   std::atomic<int64_t> volatile_programs{0};          // recording sites whose cuts keep recompiling
   std::atomic<int64_t> compiled_graph_calls{0};       // torch.compile graphs run

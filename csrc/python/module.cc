@@ -55,6 +55,7 @@ py::dict Metrics() {
   d["transfers_to_host"] = m.transfers_to_host.load();
   d["bytes_to_host"] = m.bytes_to_host.load();
   d["scalar_uploads"] = m.scalar_uploads.load();
+  d["meta_runs"] = m.meta_runs.load();
   d["donated_buffers"] = m.donated_buffers.load();
   d["volatile_programs"] = m.volatile_programs.load();
   d["compiled_graph_calls"] = m.compiled_graph_calls.load();

@@ -29,6 +29,7 @@ def report(file=None) -> str:
         ("transfers to device", f"{figures['transfers_to_device']} ({figures['bytes_to_device']} bytes)"),
         ("transfers to host", f"{figures['transfers_to_host']} ({figures['bytes_to_host']} bytes)"),
         ("scalar parameter uploads", figures["scalar_uploads"]),
+        ("meta functions run", figures["meta_runs"]),
         ("donated buffers", figures["donated_buffers"]),
         ("volatile fused programs", figures["volatile_programs"]),
         ("compiled graph calls", figures["compiled_graph_calls"]),
