@@ -31,6 +31,35 @@ def test_strict_runs_op_by_op():
     assert torch_tpu.metrics.snapshot()["transfers_to_host"] == 1
 
 
+@pytest.mark.execution_mode("strict")
+def test_repeated_scalar_arguments_are_copied_to_the_device_once_and_never_mixed_up():
+    cpu = make((4, 5))
+    x = cpu.to("tpu")
+    # Values no other test passes, in two dtypes: the first use of each copies it.
+    values = [0.123456 + i for i in range(3)]
+    torch.tpu.synchronize()
+    torch_tpu.metrics.reset()
+    for _ in range(3):
+        for v in values:
+            assert_close(x * v, cpu * v)
+            assert_close(x.double() * v, cpu.double() * v)
+            assert_close(x.long() + int(v * 1000), cpu.long() + int(v * 1000))
+    assert torch_tpu.metrics.snapshot()["scalar_uploads"] == 3 * len(values)
+    # empty_cache drops the kept copies; the next use copies again, with the right value.
+    torch.tpu.empty_cache()
+    torch_tpu.metrics.reset()
+    assert_close(x * values[1], cpu * values[1])
+    assert torch_tpu.metrics.snapshot()["scalar_uploads"] == 1
+    # Kept copies are bounded: a stream of new values keeps working past the bound.
+    for i in range(600):
+        v = 1.0 + i / 1024
+        if i % 100 == 0:
+            assert_close(x * v, cpu * v)
+        else:
+            y = x * v  # noqa: F841 - each launch copies its new value
+    assert_close(x * values[0], cpu * values[0])
+
+
 def test_execution_mode_is_a_setter_and_a_context_manager():
     ambient = torch_tpu.execution_mode()
     with torch_tpu.execution_mode("debug") as mode:

@@ -19,6 +19,7 @@
 #include "exec/graph_release.h"
 #include "exec/pending.h"
 #include "exec/profile.h"
+#include "exec/scalar_upload.h"
 #include "ops/builder.h"
 #include "runtime/host_heap.h"
 
@@ -53,12 +54,14 @@ void* NextFakeAddress(size_t nbytes, c10::DeviceIndex device) {
 
 // A c10::DeviceAllocator, so torch.accelerator's memory APIs work. PJRT owns device memory, so
 // reserved == allocated; emptyCache frees the buffers that only launched programs' graphs still
-// hold (graph_release.h) and gives the CPU plugin's kept free heap back to the OS.
+// hold (graph_release.h) and the kept copies of scalar arguments (scalar_upload.h), and gives the
+// CPU plugin's kept free heap back to the OS.
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
     exec::ReleaseRetiredGraphs();
+    exec::ClearScalarUploads();
     runtime::ReleaseHostHeap();
   }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}

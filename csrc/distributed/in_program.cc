@@ -10,6 +10,7 @@
 #include "exec/compile_cache.h"
 #include "exec/context.h"
 #include "exec/pending.h"
+#include "exec/scalar_upload.h"
 #include "exec/storage.h"
 #include "ops/builder.h"
 

@@ -7,6 +7,7 @@
 #include "exec/context.h"
 #include "exec/pending.h"
 #include "exec/profile.h"
+#include "exec/scalar_upload.h"
 
 namespace torch_tpu::exec {
 

@@ -12,6 +12,7 @@
 #include "exec/pending.h"
 #include "exec/profile.h"
 #include "exec/replay.h"
+#include "exec/scalar_upload.h"
 #include "exec/volatility.h"
 #include "runtime/buffer_release.h"
 
@@ -133,33 +134,6 @@ void DeviceStorage::InstallBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::D
   element_type_ = element_type;
   parameter_ = {};
   pending_ = {};
-}
-
-// One upload of all a program's scalars of one dtype (HostScalar bytes are little-endian values).
-std::vector<uint8_t> ScalarPackBytes(const ir::ScalarPack& pack) {
-  const size_t size = ir::ByteSize(pack.dtype);
-  std::vector<uint8_t> bytes(size * pack.scalars.size());
-  for (size_t i = 0; i < pack.scalars.size(); ++i) {
-    std::memcpy(bytes.data() + i * size, pack.scalars[i]->scalar.bytes, size);
-  }
-  return bytes;
-}
-
-std::shared_ptr<runtime::Buffer> UploadScalars(const std::vector<uint8_t>& bytes, ir::DType dtype,
-                                               const runtime::Device& device) {
-  GetMetrics().scalar_uploads++;
-  ProfiledScope profiled(ActivityKind::kTransferToDevice, device.index());
-  if (profiled.active()) {
-    profiled.activity().name = "copy host to tpu (scalars)";
-    profiled.activity().bytes = static_cast<int64_t>(bytes.size());
-  }
-  const auto count = static_cast<int64_t>(bytes.size() / ir::ByteSize(dtype));
-  return GetClient().BufferFromHost(bytes.data(), ToElementType(dtype), {count}, device);
-}
-
-std::shared_ptr<runtime::Buffer> UploadScalarPack(const ir::ScalarPack& pack,
-                                                  const runtime::Device& device) {
-  return UploadScalars(ScalarPackBytes(pack), pack.dtype, device);
 }
 
 namespace {

@@ -98,13 +98,6 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
                                                          const std::vector<bool>& donated,
                                                          int device_index,
                                                          const std::string& reason);
-// One upload of a program's scalar parameters of one dtype.
-std::shared_ptr<runtime::Buffer> UploadScalarPack(const ir::ScalarPack& pack,
-                                                  const runtime::Device& device);
-// A scalar pack's values as the bytes of a 1-D array, and the upload of such bytes.
-std::vector<uint8_t> ScalarPackBytes(const ir::ScalarPack& pack);
-std::shared_ptr<runtime::Buffer> UploadScalars(const std::vector<uint8_t>& bytes, ir::DType dtype,
-                                               const runtime::Device& device);
 // Registers a launched program's outputs with synchronize() (debug mode: waits for them).
 void NoteLaunched(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs);
 // Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.

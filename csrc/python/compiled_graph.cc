@@ -20,6 +20,7 @@
 #include "exec/context.h"
 #include "exec/graph_plan.h"
 #include "exec/pending.h"
+#include "exec/scalar_upload.h"
 #include "ops/random_bits.h"
 
 namespace torch_tpu::python {
