@@ -268,13 +268,15 @@ class NodeIds {
     }
   }
   // Gives the node the next id (size() after the call); false when it already has one.
-  bool Insert(const Node* node) {
+  bool Insert(const Node* node) { return Visit(node).second; }
+  // The node's id, given now (true) or before (false).
+  std::pair<uint64_t, bool> Visit(const Node* node) {
     if (2 * (size_ + 1) > slots_.size()) Grow();
     for (size_t i = Home(node);; i = (i + 1) & (slots_.size() - 1)) {
-      if (slots_[i].node == node) return false;
+      if (slots_[i].node == node) return {slots_[i].id, false};
       if (slots_[i].node == nullptr) {
         slots_[i] = Slot{node, ++size_};
-        return true;
+        return {size_, true};
       }
     }
   }
@@ -302,58 +304,49 @@ class NodeIds {
   size_t size_ = 0;
 };
 
-// Depth-first post-order over operands, stopping at parameters and region arguments.
-void TopologicalOrder(const std::vector<Value>& roots, std::vector<Node*>& order,
-                      std::vector<Node*>* parameters) {
-  NodeIds visited;
+// Depth-first post-order over operands from `roots`, numbering each node as it is first reached
+// (in `visited`): `reach(value, id, first)` for every edge taken, roots included, and `done(node)`
+// once a node's operands are done.
+template <typename Reach, typename Done>
+void DepthFirst(const std::vector<Value>& roots, NodeIds& visited, Reach&& reach, Done&& done) {
+  auto take = [&](const Value& value) {
+    const auto [id, first] = visited.Visit(value.node.get());
+    reach(value, id, first);
+    return first;
+  };
   std::vector<std::pair<Node*, size_t>> stack;
   for (const Value& root : roots) {
-    Node* start = root.node.get();
-    if (!visited.Insert(start)) continue;
-    stack.push_back({start, 0});
+    if (!take(root)) continue;
+    stack.push_back({root.node.get(), 0});
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < node->operands.size()) {
-        Node* operand = node->operands[next++].node.get();
-        if (visited.Insert(operand)) stack.push_back({operand, 0});
+        const Value& operand = node->operands[next++];
+        if (take(operand)) stack.push_back({operand.node.get(), 0});
         continue;
       }
-      Node* done = node;
+      Node* finished = node;
       stack.pop_back();
-      if (done->kind == NodeKind::kOp) {
-        order.push_back(done);
-      } else if (done->kind != NodeKind::kRegionArgument) {
-        if (parameters == nullptr) throw std::logic_error("a region captured a parameter");
-        parameters->push_back(done);
-      }
+      done(finished);
     }
   }
+}
+
+// A region body's ops in topological order, stopping at the region's arguments.
+void TopologicalOrder(const std::vector<Value>& roots, std::vector<Node*>& order) {
+  NodeIds visited;
+  DepthFirst(
+      roots, visited, [](const Value&, uint64_t, bool) {},
+      [&](Node* node) {
+        if (node->kind == NodeKind::kOp) {
+          order.push_back(node);
+        } else if (node->kind != NodeKind::kRegionArgument) {
+          throw std::logic_error("a region captured a parameter");
+        }
+      });
 }
 
 }  // namespace
-
-Program BuildProgram(std::vector<Value> results) {
-  Program program;
-  program.results = std::move(results);
-  std::vector<Node*> parameters;
-  TopologicalOrder(program.results, program.nodes, &parameters);
-  for (Node* parameter : parameters) {
-    if (parameter->kind == NodeKind::kBufferParameter) {
-      program.parameters.push_back(parameter);
-      continue;
-    }
-    const DType dtype = parameter->scalar.dtype;
-    auto pack = std::find_if(program.scalar_packs.begin(), program.scalar_packs.end(),
-                             [&](const ScalarPack& p) { return p.dtype == dtype; });
-    if (pack == program.scalar_packs.end()) {
-      program.scalar_packs.push_back(ScalarPack{dtype, {}});
-      pack = program.scalar_packs.end() - 1;
-    }
-    pack->scalars.push_back(parameter);
-  }
-  program.aliased_result.assign(program.parameters.size(), -1);
-  return program;
-}
 
 // ---- Hashing ----
 
@@ -416,7 +409,7 @@ void HashLocal(Hasher& h, const Node& node, bool with_shapes) {
       HashType(h, argument->results[0], with_shapes);
     }
     std::vector<Node*> body;
-    TopologicalOrder(region.results, body, nullptr);
+    TopologicalOrder(region.results, body);
     HashNodes(h, body, ids, with_shapes);
     for (const Value& result : region.results) h.Add(EdgeOf(ids, result));
   }
@@ -443,11 +436,76 @@ Signature StructureOf(const Node& node) {
   return h.Finish();
 }
 
+// BuildProgram's walk: depth-first over the results, each step hashed as it is taken. A
+// node is numbered when first reached; every edge is hashed as the number of the node it reaches;
+// a finished node as its structure (hashed once, when it was recorded) or, for a parameter, its
+// kind and type. That sequence describes the graph whole, so the program's signature needs no
+// second walk. `expected` sizes the table, so that it does not grow as the walk goes.
+Signature WalkProgram(const std::vector<Value>& roots, size_t expected, std::vector<Node*>& order,
+                      std::vector<Node*>& parameters) {
+  NodeIds visited(expected);
+  Hasher h;
+  DepthFirst(
+      roots, visited,
+      [&](const Value& value, uint64_t id, bool) {
+        h.Add(id * 64 + static_cast<uint64_t>(value.index));
+      },
+      [&](Node* node) {
+        h.Add(static_cast<uint64_t>(node->kind));
+        if (node->kind == NodeKind::kOp) {
+          h.Add(node->structure.high);
+          h.Add(node->structure.low);
+          h.Add(node->operands.size());
+          order.push_back(node);
+        } else if (node->kind == NodeKind::kRegionArgument) {
+          throw std::logic_error("a program reads a region's argument");
+        } else {
+          HashType(h, node->results[0], /*with_shapes=*/true);
+          parameters.push_back(node);
+        }
+      });
+  h.Add(roots.size());
+  return h.Finish();
+}
+
 }  // namespace
+
+Program BuildProgram(std::vector<Value> results) {
+  Program program;
+  program.results = std::move(results);
+  std::vector<Node*> parameters;
+  // A thread's cuts are mostly alike (one step after another): the last one's size is the guess.
+  thread_local size_t last_size = 0;
+  program.nodes.reserve(last_size);
+  program.structure = WalkProgram(program.results, last_size, program.nodes, parameters);
+  last_size = program.nodes.size() + parameters.size();
+  for (Node* parameter : parameters) {
+    if (parameter->kind == NodeKind::kBufferParameter) {
+      program.parameters.push_back(parameter);
+      continue;
+    }
+    const DType dtype = parameter->scalar.dtype;
+    auto pack = std::find_if(program.scalar_packs.begin(), program.scalar_packs.end(),
+                             [&](const ScalarPack& p) { return p.dtype == dtype; });
+    if (pack == program.scalar_packs.end()) {
+      program.scalar_packs.push_back(ScalarPack{dtype, {}});
+      pack = program.scalar_packs.end() - 1;
+    }
+    pack->scalars.push_back(parameter);
+  }
+  program.aliased_result.assign(program.parameters.size(), -1);
+  return program;
+}
 
 Signature ComputeSignature(const Program& program, uint64_t salt, bool with_shapes) {
   Hasher h;
   h.Add(salt);
+  if (with_shapes) {  // BuildProgram hashed the structure; donation is decided after it
+    h.Add(program.structure.high);
+    h.Add(program.structure.low);
+    for (int result : program.aliased_result) h.Add(static_cast<uint64_t>(result + 1));
+    return h.Finish();
+  }
   size_t scalars = 0;
   for (const ScalarPack& pack : program.scalar_packs) scalars += pack.scalars.size();
   NodeIds ids(program.parameters.size() + scalars + program.nodes.size());
@@ -590,7 +648,7 @@ class Printer {
     }
     out_ << "):\n";
     std::vector<Node*> body;
-    TopologicalOrder(region.results, body, nullptr);
+    TopologicalOrder(region.results, body);
     PrintNodes(body, indent + "  ");
     out_ << indent << "  \"stablehlo.return\"(";
     PrintValueList(region.results);

@@ -172,6 +172,8 @@ struct Program {
   std::vector<Node*> nodes;              // ops in topological order
   std::vector<Value> results;
   std::vector<int> aliased_result;  // per buffer parameter: the result it is donated to, or -1
+  // Ops, attributes, types and edges, hashed by BuildProgram's walk; never the parameters' values.
+  Signature structure;
 };
 
 Program BuildProgram(std::vector<Value> results);
