@@ -64,6 +64,7 @@ from torch_tpu.precision import (  # noqa: E402
 
 _forward_torch_setting()
 _follow_fp32_precision()
+_device_module._install_exit_grace()
 _device_module._install_multiprocessing_guard()
 _device_module._install_dlpack_guard()
 _device_module._hook_dynamo_interface()

@@ -367,6 +367,20 @@ def _storage_device(storage) -> torch.device:
     return untyped.device
 
 
+def _install_exit_grace() -> None:
+    """A backward on tpu runs on autograd's device thread, which drops its finished task after the
+    caller has returned. Since torch 2.13 that task holds a Python object (the context that
+    ``torch.autograd.backward`` stashes for device threads), so the drop takes the GIL; when the
+    script ends right after a backward, it can come during interpreter shutdown, where taking the
+    GIL ends the thread and the process aborts ("terminate called without an active exception").
+    An exit handler runs before shutdown: releasing the GIL there for a moment lets the thread
+    finish first."""
+    import atexit
+    import time
+
+    atexit.register(time.sleep, 0.01)
+
+
 def _install_multiprocessing_guard() -> None:
     """torch.multiprocessing picks one reducer per Python type (torch.Tensor, the storage
     classes), not per device: wrap them so a tpu tensor or storage raises instead of hanging."""
