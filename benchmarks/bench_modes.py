@@ -8,7 +8,7 @@ clipping); the MLP step TorchTPU's figures come from (256-512-256-10, GELU, Laye
 batch 64); a Hugging Face GPT-2 training step (2 layers, width 128, batch 8 x 64, dropout 0.1);
 a chain of 150 elementwise ops on a 2048x2048 tensor; greedy generate() of 64 tokens on a
 2-layer GPT-2 config. For each: time per step, programs run per step, programs compiled
-after warm-up, and the peak of torch.tpu.max_memory_allocated during the timed steps. The modes
+after warm-up, PyTorch meta functions run per step, and the peak of torch.tpu.max_memory_allocated during the timed steps. The modes
 take turns for --rounds rounds; times and ratios are medians over the rounds.
 """
 
@@ -193,6 +193,8 @@ def measure(build, mode, repeats, warmup):
         "faults_per_step": faults / repeats,
         "programs": figures["executions"] / repeats,
         "compiles": figures["compiles"],
+        # PyTorch meta functions run per step: a cache miss costs ~100 us (aten/meta_cache.h).
+        "meta_runs": figures["meta_runs"] / repeats,
         "peak": torch.tpu.max_memory_allocated() if device == "tpu" else 0,
         "result": results[-1],
     }
@@ -361,7 +363,7 @@ def main():
     workloads = [workload for workload in workloads if args.only.lower() in workload[0].lower()]
     header = (
         f"{'workload':38} {'mode':15} {'median ms':>10} {'x cpu':>7} {'programs/step':>14} {'compiles':>9} "
-        f"{'peak MiB':>9} {'first step s':>13}"
+        f"{'meta runs/step':>15} {'peak MiB':>9} {'first step s':>13}"
     )
     print(header)
     for name, build, repeats, warmup, modes in workloads:
@@ -380,7 +382,7 @@ def main():
             print(
                 f"{name:38} {mode:15} {time * 1e3:10.1f} {ratio:7.2f} "
                 f"{row['programs'] if not mode.startswith('cpu') else 0:14.1f} {row['compiles']:9d} "
-                f"{row['peak'] / 2**20:9.1f} {row['first']:13.2f}"
+                f"{row['meta_runs'] if not mode.startswith('cpu') else 0:15.1f} {row['peak'] / 2**20:9.1f} {row['first']:13.2f}"
             )
         pairs = [("fused/strict", "defer_and_fuse")] + (
             [("compiled/strict", "compiled")] if "compiled" in modes else []

@@ -121,12 +121,8 @@ constexpr size_t kMaxEntries = 1 << 16;
 // range that slides along (a decoding step's positions) is one entry. Only where the difference
 // alone decides: integer bounds, or a floating result (its size is computed in double). Integer
 // results of float bounds truncate each bound first, so they stay keyed by value.
-bool AppendSlidingRangeKey(const c10::FunctionSchema& schema, const c10::Stack& args,
-                           std::string& key) {
-  if (schema.name() != "aten::arange" || schema.overload_name() != "start_out" ||
-      args.size() != 4 || !args[3].isTensor()) {
-    return false;
-  }
+bool AppendSlidingRangeKey(const c10::Stack& args, std::string& key) {
+  if (args.size() != 4 || !args[3].isTensor()) return false;
   const c10::IValue& start = args[0];
   const c10::IValue& end = args[1];
   if (start.isInt() && end.isInt()) {
@@ -147,18 +143,38 @@ bool AppendSlidingRangeKey(const c10::FunctionSchema& schema, const c10::Stack& 
   return AppendValue(key, args[2]) && AppendValue(key, args[3]);
 }
 
+// How an op's key treats its values, decided once per op rather than on every call.
+struct KeyRules {
+  bool sliding_range = false;         // arange.start_out
+  bool scalar_values_unread = false;  // ScalarValuesUnread
+};
+
+const KeyRules& RulesFor(const c10::FunctionSchema& schema) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, KeyRules> rules;
+  auto [entry, added] = rules.try_emplace(&schema);
+  if (added) {
+    entry->second.sliding_range =
+        schema.name() == "aten::arange" && schema.overload_name() == "start_out";
+    entry->second.scalar_values_unread = ScalarValuesUnread(schema);
+  }
+  return entry->second;
+}
+
 }  // namespace
 
 bool MetaKey(const c10::OperatorHandle& op, const c10::Stack& args, std::string& key) {
   key.clear();
   const c10::FunctionSchema& schema = op.schema();
   Append(key, &schema);  // schemas live as long as the process
-  if (AppendSlidingRangeKey(schema, args, key)) return true;
-  key.resize(sizeof(&schema));
+  const KeyRules& rules = RulesFor(schema);
+  if (rules.sliding_range) {
+    if (AppendSlidingRangeKey(args, key)) return true;
+    key.resize(sizeof(&schema));
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = args[i];
-    if ((v.isDouble() || v.isInt()) && i < schema.arguments().size() &&
-        IsScalarArgument(schema.arguments()[i]) && ScalarValuesUnread(schema)) {
+    if (rules.scalar_values_unread && (v.isDouble() || v.isInt()) &&
+        i < schema.arguments().size() && IsScalarArgument(schema.arguments()[i])) {
       key.push_back(v.isDouble() ? 'f' : 'z');  // a float or an integer Scalar, whatever its value
       continue;
     }
