@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -79,12 +81,12 @@ RecordingOrigin::~RecordingOrigin() { g_origin = std::move(saved_); }
 namespace {
 Signature StructureOf(const Node& node);  // ---- Hashing ----
 
-std::shared_ptr<Node> NewOpNode(std::string op, std::vector<Value> operands,
+std::shared_ptr<Node> NewOpNode(std::string_view op, std::vector<Value> operands,
                                 std::vector<TensorType> results, std::string attributes,
                                 std::vector<Region> regions = {},
                                 std::shared_ptr<const Function> callee = nullptr) {
   auto node = std::make_shared<Node>();
-  node->op = std::move(op);
+  node->op = InternOpName(op);
   node->operands = std::move(operands);
   node->results = std::move(results);
   node->attributes = std::move(attributes);
@@ -96,12 +98,32 @@ std::shared_ptr<Node> NewOpNode(std::string op, std::vector<Value> operands,
 }
 }  // namespace
 
-std::vector<Value> MakeMultiOp(std::string op, std::vector<Value> operands,
+const OpName* InternOpName(std::string_view text) {
+  thread_local std::unordered_map<std::string_view, const OpName*> known;
+  if (auto it = known.find(text); it != known.end()) return it->second;
+  static std::mutex mutex;
+  // Never destroyed: nodes may outlive static destruction.
+  static auto* names = new std::unordered_map<std::string_view, std::unique_ptr<OpName>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = names->find(text);
+  if (it == names->end()) {
+    auto name = std::make_unique<OpName>();
+    name->text = std::string(text);
+    Hasher h;
+    h.Add(name->text);
+    name->hash = h.Finish();
+    it = names->emplace(std::string_view(name->text), std::move(name)).first;
+  }
+  known.emplace(it->first, it->second.get());
+  return it->second.get();
+}
+
+std::vector<Value> MakeMultiOp(std::string_view op, std::vector<Value> operands,
                                std::vector<TensorType> results, std::string attributes,
                                std::vector<Region> regions,
                                std::shared_ptr<const Function> callee) {
-  auto node = NewOpNode(std::move(op), std::move(operands), std::move(results),
-                        std::move(attributes), std::move(regions), std::move(callee));
+  auto node = NewOpNode(op, std::move(operands), std::move(results), std::move(attributes),
+                        std::move(regions), std::move(callee));
   std::vector<Value> values;
   values.reserve(node->results.size());
   for (size_t i = 0; i < node->results.size(); ++i) {
@@ -111,13 +133,12 @@ std::vector<Value> MakeMultiOp(std::string op, std::vector<Value> operands,
 }
 
 // Most nodes have one result: no vector of values on the way (one allocation less per node).
-Value MakeOp(std::string op, std::vector<Value> operands, TensorType result,
+Value MakeOp(std::string_view op, std::vector<Value> operands, TensorType result,
              std::string attributes) {
   std::vector<TensorType> results;
   results.reserve(1);
   results.push_back(std::move(result));
-  return Value{
-      NewOpNode(std::move(op), std::move(operands), std::move(results), std::move(attributes)), 0};
+  return Value{NewOpNode(op, std::move(operands), std::move(results), std::move(attributes)), 0};
 }
 
 Value MakeBufferParameter(std::shared_ptr<const void> buffer, TensorType type) {
@@ -168,9 +189,7 @@ Value SplatConstant(const std::string& literal, DType dtype) {
                 "value = dense<" + literal + "> : " + type.ToMlir());
 }
 
-}  // namespace
-
-Value ScalarConstant(double value, DType dtype) {
+Value MakeScalarConstant(double value, DType dtype) {
   switch (dtype) {
     case DType::kBool:
       return SplatConstant(value != 0 ? "true" : "false", dtype);
@@ -199,9 +218,7 @@ Value ScalarConstant(double value, DType dtype) {
   }
 }
 
-Value IntegerConstant(int64_t value, DType dtype) {
-  if (IsFloating(dtype) || IsComplex(dtype))
-    return ScalarConstant(static_cast<double>(value), dtype);
+Value MakeIntegerConstant(int64_t value, DType dtype) {
   if (dtype == DType::kBool) return SplatConstant(value != 0 ? "true" : "false", dtype);
   if (IsUnsignedInteger(dtype)) {
     const int bits = static_cast<int>(ByteSize(dtype) * 8);
@@ -210,6 +227,47 @@ Value IntegerConstant(int64_t value, DType dtype) {
     return SplatConstant(std::to_string(u), dtype);
   }
   return SplatConstant(std::to_string(value), dtype);
+}
+
+// Lowerings make the same few constants (0, 1, -inf, a dtype's limits) over and over; each new
+// one costs text formatting, allocations and a structure hash. They are shared per thread, and
+// made outside any op's origin (a constant never fails).
+template <typename Make>
+Value SharedConstant(DType dtype, bool integer, uint64_t bits, Make&& make) {
+  struct Key {
+    uint64_t bits;
+    uint16_t type;
+    bool operator==(const Key& other) const { return bits == other.bits && type == other.type; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& key) const {
+      return static_cast<size_t>(Hasher::Mix(key.bits ^ (uint64_t{key.type} << 48)));
+    }
+  };
+  constexpr size_t kMaxShared = 1024;  // a bound for code that makes ever-new constants
+  thread_local std::unordered_map<Key, Value, KeyHash> shared;
+  const Key key{bits, static_cast<uint16_t>(static_cast<unsigned>(dtype) << 1 | integer)};
+  if (auto it = shared.find(key); it != shared.end()) return it->second;
+  if (shared.size() >= kMaxShared) shared.clear();
+  RecordingOrigin no_origin(nullptr);
+  Value value = make();
+  shared.emplace(key, value);
+  return value;
+}
+
+}  // namespace
+
+Value ScalarConstant(double value, DType dtype) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, 8);
+  return SharedConstant(dtype, false, bits, [&] { return MakeScalarConstant(value, dtype); });
+}
+
+Value IntegerConstant(int64_t value, DType dtype) {
+  if (IsFloating(dtype) || IsComplex(dtype))
+    return ScalarConstant(static_cast<double>(value), dtype);
+  return SharedConstant(dtype, true, static_cast<uint64_t>(value),
+                        [&] { return MakeIntegerConstant(value, dtype); });
 }
 
 Value HostScalarConstant(const HostScalar& scalar) {
@@ -392,7 +450,8 @@ void HashNodes(Hasher& h, const std::vector<Node*>& nodes, NodeIds& ids, bool wi
 
 // A node's own structure: op, attributes, callee, result types and regions, not its operands.
 void HashLocal(Hasher& h, const Node& node, bool with_shapes) {
-  h.Add(node.op);
+  h.Add(node.op->hash.high);
+  h.Add(node.op->hash.low);
   if (with_shapes) h.Add(node.attributes);
   // An embedded function's text is part of the program.
   if (node.callee) {
@@ -602,13 +661,13 @@ class Printer {
     for (const Node* node : nodes) {
       std::string name = "%";  // appended, not "%" + ...: GCC 12 warns falsely (-Wrestrict)
       name += std::to_string(next_id_++);
-      names_[node] = name;
+      SetName(node, name);
       if (node->callee && printed_symbols_.insert(node->callee->symbol).second) {
         functions_.push_back(node->callee.get());
       }
       out_ << indent << name;
       if (node->results.size() > 1) out_ << ":" << node->results.size();
-      out_ << " = \"" << node->op << "\"(";
+      out_ << " = \"" << node->op->text << "\"(";
       PrintValueList(node->operands);
       out_ << ")";
       if (!node->regions.empty()) {
@@ -639,11 +698,38 @@ class Printer {
     }
   }
 
+  // A name given inside a region is that region's: a node its body uses from outside (a shared
+  // constant) is defined again inside, and keeps its outer name after the region.
+  void SetName(const Node* node, const std::string& name) {
+    if (region_depth_ > 0) {
+      auto it = names_.find(node);
+      outer_names_.push_back(
+          {node, it == names_.end() ? std::nullopt : std::optional<std::string>(it->second)});
+    }
+    names_[node] = name;
+  }
+
   void PrintRegion(const Region& region, const std::string& indent) {
+    const size_t outer_mark = outer_names_.size();
+    ++region_depth_;
+    PrintRegionBody(region, indent);
+    --region_depth_;
+    while (outer_names_.size() > outer_mark) {
+      auto& [node, name] = outer_names_.back();
+      if (name) {
+        names_[node] = std::move(*name);
+      } else {
+        names_.erase(node);
+      }
+      outer_names_.pop_back();
+    }
+  }
+
+  void PrintRegionBody(const Region& region, const std::string& indent) {
     out_ << indent << "^bb0(";
     for (size_t i = 0; i < region.arguments.size(); ++i) {
       std::string name = "%b" + std::to_string(next_id_++);
-      names_[region.arguments[i].get()] = name;
+      SetName(region.arguments[i].get(), name);
       out_ << (i ? ", " : "") << name << ": " << region.arguments[i]->results[0].ToMlir();
     }
     out_ << "):\n";
@@ -661,6 +747,8 @@ class Printer {
 
   std::ostringstream out_;
   std::unordered_map<const Node*, std::string> names_;
+  int region_depth_ = 0;
+  std::vector<std::pair<const Node*, std::optional<std::string>>> outer_names_;
   int next_id_ = 0;
   std::vector<const Function*> functions_;  // embedded functions, in order of first call
   std::unordered_set<std::string> printed_symbols_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace torch_tpu::ir {
@@ -86,10 +87,17 @@ struct Region {
   std::vector<Value> results;
 };
 
+// An op's name, interned: nodes share one copy of each name, hashed once (not per node).
+struct OpName {
+  std::string text;  // "stablehlo.add"
+  Signature hash;
+};
+const OpName* InternOpName(std::string_view text);
+
 struct Node {
   NodeKind kind = NodeKind::kOp;
-  std::string op;          // "stablehlo.add"
-  std::string attributes;  // attribute dictionary body: "dimensions = array<i64: 1>"
+  const OpName* op = nullptr;  // kOp
+  std::string attributes;      // attribute dictionary body: "dimensions = array<i64: 1>"
   std::vector<Value> operands;
   std::vector<TensorType> results;
   std::vector<Region> regions;
@@ -119,10 +127,10 @@ class RecordingOrigin {
 
 // ---- Builder: every function records one node and returns its result(s). ----
 
-Value MakeOp(std::string op, std::vector<Value> operands, TensorType result,
+Value MakeOp(std::string_view op, std::vector<Value> operands, TensorType result,
              std::string attributes = "");
 // `callee`: a "func.call" node's embedded function (ir/function.h MakeCall).
-std::vector<Value> MakeMultiOp(std::string op, std::vector<Value> operands,
+std::vector<Value> MakeMultiOp(std::string_view op, std::vector<Value> operands,
                                std::vector<TensorType> results, std::string attributes = "",
                                std::vector<Region> regions = {},
                                std::shared_ptr<const Function> callee = nullptr);
@@ -150,7 +158,8 @@ std::string I64Array(const std::vector<int64_t>& values);  // "array<i64: 1, 2>"
 std::string I64List(const std::vector<int64_t>& values);   // "[1, 2]"
 std::string DenseI64(const std::vector<int64_t>& values);  // "dense<[1, 2]> : tensor<2xi64>"
 
-// Constants: a splat of `value` (converted to dtype), exact for every dtype.
+// Constants: a splat of `value` (converted to dtype), exact for every dtype. The same constant is
+// one node, shared by every graph recorded on the thread (nodes never change).
 Value ScalarConstant(double value, DType dtype);
 Value IntegerConstant(int64_t value, DType dtype);
 Value HostScalarConstant(const HostScalar& scalar);

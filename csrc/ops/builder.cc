@@ -38,7 +38,7 @@ Value Reshape(const Value& value, const Shape& shape) {
   // A reshape of a reshape is one reshape of the original: both keep row-major order. Reading a
   // view of a value just written to its 1-D storage then takes no node at all.
   const ir::Node& node = *value.node;
-  if (node.kind == ir::NodeKind::kOp && node.op == "stablehlo.reshape") {
+  if (node.kind == ir::NodeKind::kOp && node.op->text == "stablehlo.reshape") {
     return Reshape(node.operands[0], shape);
   }
   return ir::MakeOp("stablehlo.reshape", {value}, TensorType{value.dtype(), shape});
@@ -185,15 +185,16 @@ Value Iota(const TensorType& type, int64_t dimension) {
                     "iota_dimension = " + std::to_string(dimension) + " : i64");
 }
 
-Value Unary(const std::string& op, const Value& x) { return ir::MakeOp(op, {x}, x.type()); }
+Value Unary(std::string_view op, const Value& x) { return ir::MakeOp(op, {x}, x.type()); }
 
-Value BinaryTyped(const std::string& op, const Value& a, const Value& b, DType result) {
+Value BinaryTyped(std::string_view op, const Value& a, const Value& b, DType result) {
   Shape shape = BroadcastShapes(a.shape(), b.shape());
   return ir::MakeOp(op, {BroadcastTo(a, shape), BroadcastTo(b, shape)}, TensorType{result, shape});
 }
 
-Value Binary(const std::string& op, const Value& a, const Value& b) {
-  if (a.dtype() != b.dtype()) throw std::logic_error("Binary " + op + ": operand dtypes differ");
+Value Binary(std::string_view op, const Value& a, const Value& b) {
+  if (a.dtype() != b.dtype())
+    throw std::logic_error("Binary " + std::string(op) + ": operand dtypes differ");
   return BinaryTyped(op, a, b, a.dtype());
 }
 
@@ -267,7 +268,7 @@ Value SumOver(const Value& x, const std::vector<int64_t>& dims) {
   return Reduce(x, dims, "stablehlo.add", ir::ScalarConstant(0, x.dtype()));
 }
 
-Value Reduce(const Value& value, const std::vector<int64_t>& dims, const std::string& op,
+Value Reduce(const Value& value, const std::vector<int64_t>& dims, std::string_view op,
              const Value& init) {
   if (dims.empty()) return value;
   Shape shape;
@@ -341,10 +342,10 @@ std::vector<int64_t> Range(size_t from, size_t count) {
 bool RowMajor(const Value& value, const std::vector<int64_t>& order) {
   if (order != Range(0, order.size())) return false;
   const ir::Node* node = value.node.get();
-  while (node->kind == ir::NodeKind::kOp && node->op == "stablehlo.convert") {
+  while (node->kind == ir::NodeKind::kOp && node->op->text == "stablehlo.convert") {
     node = node->operands[0].node.get();
   }
-  return node->kind != ir::NodeKind::kOp || node->op != "stablehlo.transpose";
+  return node->kind != ir::NodeKind::kOp || node->op->text != "stablehlo.transpose";
 }
 
 // `value` with its dims in `order` and a unit dim at `unit_at`; unless it was row-major already,

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ops/lowering.h"
@@ -47,9 +48,9 @@ std::vector<Value> InclusiveScan(std::vector<Value> values, int64_t dim,
                                  const std::vector<Value>& identity, const ScanCombine& combine);
 
 // Elementwise with numpy broadcasting; operands must already share a dtype.
-Value Unary(const std::string& op, const Value& x);
-Value Binary(const std::string& op, const Value& a, const Value& b);
-Value BinaryTyped(const std::string& op, const Value& a, const Value& b, DType result);
+Value Unary(std::string_view op, const Value& x);
+Value Binary(std::string_view op, const Value& a, const Value& b);
+Value BinaryTyped(std::string_view op, const Value& a, const Value& b, DType result);
 Value Add(const Value& a, const Value& b);
 Value Sub(const Value& a, const Value& b);
 Value Mul(const Value& a, const Value& b);
@@ -87,7 +88,7 @@ Value Constant(double value, DType dtype, const Shape& shape = {});
 Value ConstantLike(double value, const Value& like);
 
 // Reduces `dims` with a binary StableHLO op ("stablehlo.add", "stablehlo.maximum", ...).
-Value Reduce(const Value& value, const std::vector<int64_t>& dims, const std::string& op,
+Value Reduce(const Value& value, const std::vector<int64_t>& dims, std::string_view op,
              const Value& init);
 Value SumOver(const Value& x, const std::vector<int64_t>& dims);  // in x's dtype
 // Keeps reduced dims as size 1.

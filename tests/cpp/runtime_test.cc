@@ -217,6 +217,32 @@ TEST(CompileOptions, EncodingIsNonEmptyAndStable) {
   EXPECT_EQ(encoded, EncodeCompileOptions(CompileOptions{}));
 }
 
+TEST(Printer, AConstantSharedByARegionBodyAndItsProgramIsDefinedInBoth) {
+  // max over x of max(element, 0), plus 0: the body reads the program's own constant node. The
+  // body defines it again inside, and the program's later use keeps the outer name.
+  namespace ir = torch_tpu::ir;
+  namespace ops = torch_tpu::ops;
+  const ir::TensorType scalar{ir::DType::kF32, {}};
+  const ir::Value x = ir::MakeBufferParameter(nullptr, ir::TensorType{ir::DType::kF32, {4}});
+  const ir::Value zero = ir::ScalarConstant(0.0, ir::DType::kF32);
+  auto body = ir::MakeRegion({scalar, scalar}, [&](const std::vector<ir::Value>& a) {
+    return std::vector<ir::Value>{ops::Max(ops::Max(a[0], a[1]), zero)};
+  });
+  const ir::Value reduced = ir::MakeMultiOp("stablehlo.reduce", {x, zero}, {scalar},
+                                            "dimensions = array<i64: 0>", {std::move(body)})[0];
+  const ir::Value result = ops::Add(reduced, ir::ScalarConstant(0.0, ir::DType::kF32));
+  ASSERT_EQ(result.node->operands[1].node, zero.node);
+  const std::string text = ir::PrintProgram(ir::BuildProgram({result}));
+  auto client = TestClient();
+  auto executable = client->Compile(text, CompileOptions{});
+  const float values[4] = {-3, 2, -1, 1.5};
+  auto input = client->BufferFromHost(values, ElementType::kF32, {4}, client->devices()[0]);
+  auto out = executable->Execute({input->raw()}, {false}, client->devices()[0]);
+  float sum = 0;
+  out[0]->ToHost(&sum, sizeof(sum));
+  EXPECT_FLOAT_EQ(sum, 2.0f);
+}
+
 }  // namespace
 }  // namespace torch_tpu::runtime
 
@@ -273,14 +299,32 @@ TEST(Builder, ReshapeOfAReshapeIsOneReshapeOfTheOriginal) {
   namespace ops = torch_tpu::ops;
   const ir::Value x = ir::MakeBufferParameter(nullptr, ir::TensorType{ir::DType::kF32, {2, 6}});
   const ir::Value flat = ops::Reshape(x, {12});
-  ASSERT_EQ(flat.node->op, "stablehlo.reshape");
+  ASSERT_EQ(flat.node->op->text, "stablehlo.reshape");
   EXPECT_EQ(ops::Reshape(flat, {2, 6}).node, x.node);
   const ir::Value other = ops::Reshape(ops::Reshape(flat, {4, 3}), {3, 4});
-  EXPECT_EQ(other.node->op, "stablehlo.reshape");
+  EXPECT_EQ(other.node->op->text, "stablehlo.reshape");
   ASSERT_EQ(other.node->operands.size(), 1u);
   EXPECT_EQ(other.node->operands[0].node, x.node);
   EXPECT_EQ(other.shape(), (ir::Shape{3, 4}));
   EXPECT_EQ(other.dtype(), ir::DType::kF32);
+}
+
+TEST(Builder, EqualConstantsAreOneNode) {
+  namespace ir = torch_tpu::ir;
+  const ir::Value one = ir::ScalarConstant(1.0, ir::DType::kF32);
+  EXPECT_EQ(ir::ScalarConstant(1.0, ir::DType::kF32).node, one.node);
+  EXPECT_EQ(ir::IntegerConstant(1, ir::DType::kF32).node, one.node);
+  EXPECT_EQ(one.node->origin, nullptr);  // no op's: a shared constant belongs to none
+  // Another value, dtype or sign of zero is another constant.
+  EXPECT_NE(ir::ScalarConstant(2.0, ir::DType::kF32).node, one.node);
+  EXPECT_NE(ir::ScalarConstant(1.0, ir::DType::kF64).node, one.node);
+  EXPECT_NE(ir::IntegerConstant(1, ir::DType::kS64).node, one.node);
+  EXPECT_NE(ir::ScalarConstant(-0.0, ir::DType::kF32).node,
+            ir::ScalarConstant(0.0, ir::DType::kF32).node);
+  EXPECT_EQ(ir::IntegerConstant(1, ir::DType::kS64).node,
+            ir::IntegerConstant(1, ir::DType::kS64).node);
+  EXPECT_EQ(ir::IntegerConstant(-1, ir::DType::kU8).node,
+            ir::IntegerConstant(-1, ir::DType::kU8).node);
 }
 
 // ---- Program signatures: structural, hashed per node when recorded ----
