@@ -2,6 +2,7 @@
 (DeferAndFuse), as medians, on five workloads, plus the recording and flush costs of fused mode.
 
     .venv/bin/python benchmarks/bench_modes.py [--repeats 10] [--rounds 3] [--skip-generate] [--only generate]
+        [--skip-native-compiled]
 
 Workloads: a training step of a 2-layer GPT-style LM (width 128, context 64, batch 8, AdamW,
 clipping); the MLP step TorchTPU's figures come from (256-512-256-10, GELU, LayerNorm, AdamW,
@@ -330,7 +331,11 @@ def main():
     parser.add_argument(
         "--rounds", type=int, default=3, help="each workload's modes are measured this many times in turn"
     )
+    parser.add_argument(
+        "--skip-native-compiled", action="store_true", help="leave out the CPU's torch.compile (Inductor)"
+    )
     args = parser.parse_args()
+    all_modes = tuple(mode for mode in MODES if not (args.skip_native_compiled and mode == "cpu compiled"))
     torch.set_num_threads(max(1, torch.get_num_threads()))
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
     # The per-op and per-call costs first, in a fresh process: after the workloads, a heap grown by
@@ -351,12 +356,12 @@ def main():
         f"flush of the LM's forward ({ops} ops, cache hit, host side): {seconds * 1e6:.1f} us; "
         f"the thread's CPU time {thread_seconds * 1e6:.1f} us; the plugin's execute call {launch * 1e6:.1f} us"
     )
-    eager_modes = tuple(mode for mode in MODES if not mode.endswith("compiled"))
+    eager_modes = tuple(mode for mode in all_modes if not mode.endswith("compiled"))
     workloads = [
-        ("LM training step", train_lm(), args.repeats, 3, MODES),
-        ("MLP training step", mlp_step(), args.repeats, 3, MODES),
-        ("GPT-2 training step, dropout 0.1", train_gpt2(), args.repeats, 3, MODES),
-        ("150-op elementwise chain, 2048x2048", elementwise_chain(), max(3, args.repeats // 2), 2, MODES),
+        ("LM training step", train_lm(), args.repeats, 3, all_modes),
+        ("MLP training step", mlp_step(), args.repeats, 3, all_modes),
+        ("GPT-2 training step, dropout 0.1", train_gpt2(), args.repeats, 3, all_modes),
+        ("150-op elementwise chain, 2048x2048", elementwise_chain(), max(3, args.repeats // 2), 2, all_modes),
     ]
     if not args.skip_generate:
         workloads.append(("GPT-2 generate, 64 tokens", generate_gpt2(), 3, 1, eager_modes))

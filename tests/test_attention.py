@@ -140,3 +140,27 @@ def test_errors_match_the_cpu():
         F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), k.to(TPU))  # at this line in every mode
     assert type(tpu_error.value) is type(cpu_error.value)
     assert str(tpu_error.value) == str(cpu_error.value)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_backward_meta_for_older_torch_matches_pytorchs(bias):
+    """torch_tpu registers a meta function for the backward op where torch (2.11) has none; it
+    must give the outputs PyTorch's own (2.13's) gives: sizes, strides and dtypes."""
+    from torch_tpu._attention import _attention_backward_meta
+
+    query = torch.empty(2, 6, 4, 8, device="meta").transpose(1, 2)  # (2, 4, 6, 8), heads-major
+    key = torch.empty(2, 4, 5, 8, device="meta", dtype=query.dtype)
+    value = torch.empty(2, 4, 5, 3, device="meta")
+    attn_bias = torch.empty(2, 4, 6, 5, device="meta") if bias else None
+    out = torch.empty(2, 4, 6, 3, device="meta")
+    logsumexp = torch.empty(2, 4, 6, device="meta")
+    seed = torch.empty((), dtype=torch.int64, device="meta")
+    args = (out, query, key, value, attn_bias, [True, True, True, bias], out, logsumexp, seed, seed, 6, 5, 0.0, False)
+    args += (seed, seed)
+    ours = _attention_backward_meta(*args, scale=None)
+    theirs = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(*args, scale=None)
+    for mine, reference in zip(ours, theirs, strict=True):
+        if reference is None:
+            assert mine is None
+        else:
+            assert (mine.shape, mine.stride(), mine.dtype) == (reference.shape, reference.stride(), reference.dtype)

@@ -10,6 +10,20 @@
 
 namespace torch_tpu::ops {
 
+// f32 x rounded to bf16's precision (to nearest, ties to even), still f32, computed on its bits.
+// Not Convert(Convert(x, bf16), f32): XLA's GPU compiler drops such a pair of converts (excess
+// precision is allowed by default), which made lo zero and HIGH the same as DEFAULT there.
+// Finite x only; infinities and NaN are handled by the caller.
+inline Value RoundedToBF16Precision(const Value& x) {
+  const TensorType bits_type{DType::kU32, x.shape()};
+  Value bits = ir::MakeOp("stablehlo.bitcast_convert", {x}, bits_type);
+  Value lowest_kept_bit = And(Binary("stablehlo.shift_right_logical", bits, ConstantLike(16, bits)),
+                              ConstantLike(1, bits));
+  Value rounded = And(Add(bits, Add(lowest_kept_bit, ConstantLike(0x7FFF, bits))),
+                      ConstantLike(0xFFFF0000u, bits));
+  return ir::MakeOp("stablehlo.bitcast_convert", {rounded}, TensorType{DType::kF32, x.shape()});
+}
+
 // An f32 value as hi + lo, both bf16: hi is x rounded, lo the rounding residual. The cross terms
 // use `hi_finite`, with infinities and NaN zeroed (lo is zero there), so that only hi * hi carries
 // them: inf * 0 in a cross term would turn a finite-times-inf product into NaN.
@@ -19,7 +33,7 @@ struct SplitBF16Parts {
     hi = Convert(x, DType::kBF16);
     Value finite = ir::MakeOp("stablehlo.is_finite", {hi}, TensorType{DType::kBool, hi.shape()});
     Value zero = ConstantLike(0, hi);
-    lo = Select(finite, Convert(Sub(x, Convert(hi, DType::kF32)), DType::kBF16), zero);
+    lo = Select(finite, Convert(Sub(x, RoundedToBF16Precision(x)), DType::kBF16), zero);
     hi_finite = Select(finite, hi, zero);
   }
 };

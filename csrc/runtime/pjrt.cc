@@ -109,12 +109,16 @@ std::shared_ptr<Plugin> Plugin::Load(const std::string& path) {
   if (plugin->api_ == nullptr) throw PjrtError(2, "GetPjrtApi returned null in '" + path + "'");
   plugin->major_ = plugin->api_->pjrt_api_version.major_version;
   plugin->minor_ = plugin->api_->pjrt_api_version.minor_version;
-  if (plugin->major_ != PJRT_API_MAJOR || plugin->minor_ > PJRT_API_MINOR) {
+  // Minor versions only append: entries to PJRT_Api and fields to argument structs, each of which
+  // carries its struct_size. So a newer plugin reads our smaller structs (libtpu and the CUDA
+  // plugin are ahead of this header), and an older one is asked only for entries it has (HasEntry).
+  if (plugin->major_ != PJRT_API_MAJOR) {
     throw PjrtError(9, "PJRT plugin '" + path + "' has API version " +
                            std::to_string(plugin->major_) + "." + std::to_string(plugin->minor_) +
-                           ", newer than the header torch_tpu was built with (" +
+                           ", whose major version differs from the header torch_tpu was built "
+                           "with (" +
                            std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR) +
-                           "); rebuild torch_tpu against a newer pjrt_c_api.h");
+                           "); rebuild torch_tpu against that plugin's pjrt_c_api.h");
   }
   if (plugin->HasEntry(offsetof(PJRT_Api, PJRT_Plugin_Initialize)) &&
       plugin->api_->PJRT_Plugin_Initialize != nullptr) {

@@ -59,3 +59,35 @@ def _fused_attention(
 
 _library.impl("scaled_dot_product_attention", _attention_meta, "Meta")
 _aten.impl("_scaled_dot_product_fused_attention_overrideable", _fused_attention, "PrivateUse1")
+
+
+def _attention_backward_meta(
+    grad_out,
+    query,
+    key,
+    value,
+    attn_bias,
+    grad_input_mask,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    philox_seed,
+    philox_offset,
+    *,
+    scale=None,
+):
+    """Each gradient is laid out as its input, as PyTorch's own meta function for this op does."""
+    grad_bias = torch.empty_like(attn_bias) if attn_bias is not None else None
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), grad_bias
+
+
+# torch 2.11 has no meta function for the backward op (2.13 has), and the fallback takes output
+# shapes from one: without it every attention backward fails there.
+_BACKWARD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
+if not torch._C._dispatch_has_kernel_for_dispatch_key(_BACKWARD, "Meta"):
+    _aten.impl(_BACKWARD.removeprefix("aten::"), _attention_backward_meta, "Meta")
