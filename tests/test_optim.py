@@ -1,8 +1,9 @@
 """Optimizers and gradient clipping on tpu against the CPU: a small model trained for a few steps
 from the same weights and data must keep the CPU's parameters after every step.
 
-The foreach=True paths call the _foreach_* ops, whose PrivateUse1 kernels are PyTorch's
-CompositeExplicitAutograd per-tensor loops: they reach us as ordinary elementwise ops.
+The foreach=True paths call the _foreach_* ops: the elementwise ones record each entry through
+its lowering (csrc/aten/foreach.cc), the rest run PyTorch's per-tensor loops, whose ops reach us as
+ordinary elementwise ops.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 // function (same argument checks and messages, output shapes and dtypes, out= resizing), reads
 // the arguments as graph values, calls the op's lowering, and writes the results through the
 // output tensors' views. Functional, in-place and out= variants share one lowering.
+#include "aten/fallback.h"
+
 #include <ATen/Context.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -704,6 +706,32 @@ void ConfigureLoweringTarget() {
   (void)configured;
 }
 
+// Steps 2 to 4, given the op's outputs: replaces the op's arguments on the stack by its results.
+void Record(const c10::OperatorHandle& op, const ResolvedOp& resolved, const c10::Stack& args,
+            const std::vector<MetaOutput>& meta_outputs, c10::Device device, c10::Stack* stack,
+            size_t begin) {
+  ConfigureLoweringTarget();
+  ops::LoweringContext ctx;
+  ctx.name = resolved.name;
+  ctx.overload = op.operator_name().overload_name;
+  ctx.make_scalar_parameter = ScalarParameter;
+  ctx.append_bucket = exec::AppendBucket;
+  ctx.range_bucket = exec::RangeBucket;
+  std::vector<at::Tensor> targets = MakeOutputs(op.schema(), args, meta_outputs, device, ctx);
+
+  bool any_elements = false;
+  for (const auto& t : targets) any_elements |= t.defined() && t.numel() > 0;
+  if (any_elements) {
+    const bool lowered = Translate([&] {
+      const std::vector<size_t> schema_index = ReadArguments(op, args, device, ctx);
+      return LowerAndWrite(op, resolved.lowering, args, schema_index, targets, ctx, *stack, begin);
+    });
+    if (!lowered) return CpuFallback(op, stack);
+  }
+  stack->erase(stack->begin() + begin, stack->end());
+  for (auto& t : targets) stack->push_back(std::move(t));
+}
+
 void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_arguments = schema.arguments().size();
@@ -738,30 +766,22 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
   const std::shared_ptr<const MetaOutputs> meta_outputs = RunMeta(op, args, *stack, begin);
   if (!meta_outputs) return CpuFallback(op, stack);
-
-  ConfigureLoweringTarget();
-  ops::LoweringContext ctx;
-  ctx.name = lowering_name;
-  ctx.overload = op.operator_name().overload_name;
-  ctx.make_scalar_parameter = ScalarParameter;
-  ctx.append_bucket = exec::AppendBucket;
-  ctx.range_bucket = exec::RangeBucket;
-  std::vector<at::Tensor> targets = MakeOutputs(schema, args, *meta_outputs, device, ctx);
-
-  bool any_elements = false;
-  for (const auto& t : targets) any_elements |= t.defined() && t.numel() > 0;
-  if (any_elements) {
-    const bool lowered = Translate([&] {
-      const std::vector<size_t> schema_index = ReadArguments(op, args, device, ctx);
-      return LowerAndWrite(op, resolved->lowering, args, schema_index, targets, ctx, *stack, begin);
-    });
-    if (!lowered) return CpuFallback(op, stack);
-  }
-  stack->erase(stack->begin() + begin, stack->end());
-  for (auto& t : targets) stack->push_back(std::move(t));
+  Record(op, *resolved, args, *meta_outputs, device, stack, begin);
 }
 
 }  // namespace
+
+bool RecordShapedLike(const c10::OperatorHandle& op, c10::Stack* stack, const at::Tensor& like) {
+  const ResolvedOp* resolved = Resolve(op);
+  if (resolved == nullptr) return false;
+  const size_t begin = stack->size() - op.schema().arguments().size();
+  const c10::Stack args(stack->begin() + begin, stack->end());
+  const MetaOutputs outputs(
+      op.schema().returns().size(),
+      MetaOutput{like.sizes().vec(), like.strides().vec(), like.scalar_type()});
+  Record(op, *resolved, args, outputs, like.device(), stack, begin);
+  return true;
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());

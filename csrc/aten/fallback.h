@@ -1,0 +1,17 @@
+// Recording an op on tpu tensors through its lowering (fallback.cc, the kernel behind every
+// lowered op), for kernels that call single ops themselves.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace torch_tpu::aten {
+
+// Records `op` with the arguments on `stack`, whose every result has `like`'s sizes, strides and
+// dtype: an in-place op's `like` is its self, a functional op's results are fresh tensors laid
+// out as `like`. PyTorch's meta function is not run, so the caller checks the arguments, as the
+// batched ops do. Replaces the arguments by the results, as a kernel does; false, with the stack
+// untouched, when the op has no lowering. The caller has called StartRecording().
+bool RecordShapedLike(const c10::OperatorHandle& op, c10::Stack* stack, const at::Tensor& like);
+
+}  // namespace torch_tpu::aten
