@@ -201,6 +201,11 @@ def test_batched_entries_outside_the_fast_case_match_the_cpu():
         case(txs)
         for t, x in zip(txs, xs, strict=True):
             assert_close(t, x)
+    # A partner that partly overlaps its self is refused, as on the CPU.
+    for device in ("cpu", TPU):
+        x = torch.arange(8.0, device=device)
+        with pytest.raises(RuntimeError, match="unsupported operation"):
+            torch._foreach_add_([x[0:4]], [x[2:6]])
 
 
 def test_foreach_errors_are_the_cpu_errors():

@@ -96,11 +96,14 @@ bool FloatDType(at::ScalarType t) {
 }
 
 // A tensor an entry may read as self's partner: on tpu, of self's dtype and shape (or a 0-d
-// value), dense and without lazy conjugate or negative bits.
+// value), dense and without lazy conjugate or negative bits, and either self's very elements or
+// none of them (PyTorch refuses an in-place op whose input partly overlaps its output).
 bool PartnerOf(const at::Tensor& t, const at::Tensor& self) {
   return t.defined() && t.is_privateuseone() && t.scalar_type() == self.scalar_type() &&
          (t.dim() == 0 || t.sizes() == self.sizes()) && t.is_contiguous() && !t.is_conj() &&
-         !t.is_neg();
+         !t.is_neg() &&
+         (!t.is_alias_of(self) ||
+          (t.storage_offset() == self.storage_offset() && t.sizes() == self.sizes()));
 }
 
 bool RealScalar(const c10::IValue& v) { return v.isDouble() || v.isInt(); }
