@@ -136,6 +136,15 @@ ENTRYWISE_CASES = {
     "sqrt_of_abs": lambda xs, ys, z: torch._foreach_sqrt(torch._foreach_abs(xs)),
     "clamp_min_list_": lambda xs, ys, z: torch._foreach_clamp_min_(xs, ys),
     "exp_neg_": lambda xs, ys, z: torch._foreach_exp_(torch._foreach_neg(xs)),
+    "rsqrt_reciprocal_log": lambda xs, ys, z: torch._foreach_log(
+        torch._foreach_reciprocal(torch._foreach_rsqrt(torch._foreach_add(xs, 4.0)))
+    ),
+    "sigmoid_tanh_sign": lambda xs, ys, z: torch._foreach_sigmoid(xs)
+    + torch._foreach_tanh(xs)
+    + torch._foreach_sign(xs),
+    "sin_cos_clamp_max": lambda xs, ys, z: torch._foreach_sin(xs)
+    + torch._foreach_cos(xs)
+    + torch._foreach_clamp_max(xs, 0.5),
 }
 
 
