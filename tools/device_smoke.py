@@ -118,6 +118,42 @@ def _modes():
     }
 
 
+@check("attention training step: loss and gradient difference from the CPU")
+def _attention():
+    """scaled_dot_product_attention forward and backward (torch 2.11 lacked the backward's meta
+    function), under HIGHEST so the comparison is f32 against f32."""
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
+    grads = {}
+    with precision(Precision.HIGHEST):
+        for device in ("cpu", "tpu"):
+            inputs = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+            loss = nn.functional.scaled_dot_product_attention(*inputs, is_causal=True).square().sum()
+            loss.backward()
+            grads[device] = [float(loss)] + [t.grad.cpu() for t in inputs]
+    return {
+        "loss_diff": abs(grads["tpu"][0] - grads["cpu"][0]),
+        "max_grad_diff": max(
+            float((a - b).abs().max()) for a, b in zip(grads["tpu"][1:], grads["cpu"][1:], strict=True)
+        ),
+    }
+
+
+@check("fused 150-op elementwise chain: compile seconds of its one program")
+def _chain_compile():
+    """The chain bench_modes times, from a cold cache: XLA's GPU compile took 43 s for it once."""
+    x = torch.rand(256, 256, device="tpu")
+    torch_tpu.metrics.reset()
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        y = x
+        for i in range(75):
+            y = y * 0.999 if i % 2 else y + 0.001
+            y = torch.sin(y) if i % 3 == 0 else y - 0.0005
+        y.sum().item()
+    figures = torch_tpu.metrics.snapshot()
+    return {"compiles": figures["compiles"], "compile_time_s": round(figures["compile_time_s"], 2)}
+
+
 def _tflops(device: str, n: int, dtype, sync) -> float:
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
