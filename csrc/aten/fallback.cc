@@ -771,16 +771,17 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
 }  // namespace
 
-bool RecordShapedLike(const c10::OperatorHandle& op, c10::Stack* stack, const at::Tensor& like) {
+bool HasLowering(const c10::OperatorHandle& op) { return Resolve(op) != nullptr; }
+
+void RecordShapedLike(const c10::OperatorHandle& op, c10::Stack* stack, const at::Tensor& like) {
   const ResolvedOp* resolved = Resolve(op);
-  if (resolved == nullptr) return false;
+  TORCH_INTERNAL_ASSERT(resolved != nullptr, QualifiedName(op), " has no lowering");
   const size_t begin = stack->size() - op.schema().arguments().size();
   const c10::Stack args(stack->begin() + begin, stack->end());
   const MetaOutputs outputs(
       op.schema().returns().size(),
       MetaOutput{like.sizes().vec(), like.strides().vec(), like.scalar_type()});
   Record(op, *resolved, args, outputs, like.device(), stack, begin);
-  return true;
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -7,11 +7,14 @@
 
 namespace torch_tpu::aten {
 
-// Records `op` with the arguments on `stack`, whose every result has `like`'s sizes, strides and
-// dtype: an in-place op's `like` is its self, a functional op's results are fresh tensors laid
-// out as `like`. PyTorch's meta function is not run, so the caller checks the arguments, as the
-// batched ops do. Replaces the arguments by the results, as a kernel does; false, with the stack
-// untouched, when the op has no lowering. The caller has called StartRecording().
-bool RecordShapedLike(const c10::OperatorHandle& op, c10::Stack* stack, const at::Tensor& like);
+// Whether `op` has a lowering (its name's, in ops/lowering.h's registry).
+bool HasLowering(const c10::OperatorHandle& op);
+
+// Records `op`, which has a lowering, with the arguments on `stack`, whose every result has
+// `like`'s sizes, strides and dtype: an in-place op's `like` is its self, a functional op's
+// results are fresh tensors laid out as `like`. PyTorch's meta function is not run, so the caller
+// checks the arguments, as the batched ops do. Replaces the arguments by the results, as a kernel
+// does. The caller has called StartRecording().
+void RecordShapedLike(const c10::OperatorHandle& op, c10::Stack* stack, const at::Tensor& like);
 
 }  // namespace torch_tpu::aten

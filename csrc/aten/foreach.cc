@@ -108,8 +108,10 @@ bool PartnerOf(const at::Tensor& t, const at::Tensor& self) {
 
 bool RealScalar(const c10::IValue& v) { return v.isDouble() || v.isInt(); }
 
-// Whether every entry falls in the case PlanEntries is for; checked before anything is recorded.
+// Whether the single op has a lowering and every entry falls in the case PlanEntries is for;
+// checked before anything is recorded.
 bool EntriesQualify(const EntryPlan& plan, const c10::Stack& stack, size_t begin, size_t& count) {
+  if (!HasLowering(plan.op)) return false;
   const auto selves = stack[begin].toTensorList();
   count = selves.size();
   for (const at::Tensor self : selves) {
@@ -182,12 +184,7 @@ bool RecordEntries(const c10::OperatorHandle& op, c10::Stack* stack) {
       }
     }
     entry.insert(entry.end(), plan.trailing.begin(), plan.trailing.end());
-    const at::Tensor self = selves[i];
-    if (!RecordShapedLike(plan.op, &entry, self)) {
-      // The op has no lowering, for the first entry as for all: PyTorch's loop runs instead.
-      TORCH_INTERNAL_ASSERT(i == 0, "a batched op's lowering disappeared after its first entry");
-      return false;
-    }
+    RecordShapedLike(plan.op, &entry, selves[i]);
     if (!plan.in_place) results.push_back(entry.back().toTensor());
   }
   stack->erase(stack->begin() + begin, stack->end());
