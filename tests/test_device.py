@@ -73,7 +73,13 @@ def _resident_bytes() -> int:
 def test_freed_device_memory_is_reused_without_page_faults_until_empty_cache():
     """The CPU plugin's buffers are malloc blocks (csrc/runtime/host_heap.h): a loop that frees and
     allocates 32 MiB of results per step reuses the kept heap instead of faulting fresh pages in
-    every step, and empty_cache gives kept heap back to the OS."""
+    every step, and empty_cache gives kept heap back to the OS.
+
+    The results are allocated by the plugin's worker threads, each from a malloc arena of its own,
+    and which thread takes which result varies from step to step: an arena grows (faulting fresh
+    pages) whenever its share reaches a new high, so the heaps settle over a few tens of steps,
+    not at once. Hence windows of 10 steps, one of which must fault less than a tenth of a step's
+    fresh pages; a heap that is not kept faults them in every window."""
     x = torch.randn(1 << 20).to("tpu")  # 4 MiB
 
     def step():
@@ -83,11 +89,13 @@ def test_freed_device_memory_is_reused_without_page_faults_until_empty_cache():
 
     for _ in range(10):  # the heap settles into the step's block sizes
         step()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(10):
-        step()
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    assert faults < 8192, f"{faults} page faults in 10 steps; fresh pages every step would be 81920"
+    windows = []
+    while len(windows) < 4 and (not windows or windows[-1] >= 8192):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(10):
+            step()
+        windows.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    assert windows[-1] < 8192, f"page faults in windows of 10 steps: {windows}; fresh pages every step would be 81920"
     # Buffers uploaded from this thread are blocks of the main heap, which malloc_trim releases
     # whole (worker threads' heaps give back their free tops only on their own frees).
     uploads = [x.cpu().to("tpu") for _ in range(16)]
