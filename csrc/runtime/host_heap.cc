@@ -33,8 +33,12 @@ void KeepHostHeap() {
   if (MallocLeftAlone()) return;
   // 32 MiB is the largest threshold glibc's own adaptation reaches; setting either value also
   // stops that adaptation, so both are set.
+  // The plugin's worker threads allocate from arenas of their own, made of 64 MiB heaps. glibc
+  // unmaps such a heap as soon as it is all free, whatever the trim threshold, unless its free
+  // space is below the top pad: a 64 MiB pad keeps those heaps too. (For the main heap the pad
+  // only reserves address space beyond each growth; the pages are not touched until used.)
   g_kept.store(mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 &&
-               mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1);
+               mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1 && mallopt(M_TOP_PAD, 64 << 20) == 1);
 #endif
 }
 
