@@ -534,6 +534,28 @@ def test_a_shape_that_grows_every_cut_is_detected_counted_and_named():
         assert delta(before, "volatile_programs") == 0
 
 
+def test_batches_of_changing_sizes_are_detected_and_the_warning_names_the_remedy():
+    """Padding each batch to its longest sequence gives every step new shapes: the same training
+    step compiles again for each. The warning says so and names static padding as the remedy."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(32, 8), torch.nn.Linear(8, 4))
+    reference = copy.deepcopy(model)
+    model.to(TPU)
+    with torch_tpu.execution_mode("defer_and_fuse"):
+        before = counters()
+        with pytest.warns(UserWarning, match=r"(?s)inputs whose sizes change from batch to batch.*pad_to_multiple_of"):
+            for length in range(3, 15):
+                tokens = torch.randint(0, 32, (2, length))
+                loss = model(tokens.to(TPU)).square().mean()
+                loss.backward()
+                expected = reference(tokens).square().mean()
+                expected.backward()
+                assert_close(loss, expected.detach())
+        assert delta(before, "volatile_programs") >= 1
+    for ours, theirs in zip(model.parameters(), reference.parameters()):
+        assert_close(ours.grad, theirs.grad)
+
+
 def test_size_bound_counts_only_pending_work():
     """Strict ops before a fused region ran as their own programs: they do not count toward the
     next cut's size bound, so a small fused region is still one program."""

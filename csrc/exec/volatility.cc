@@ -36,10 +36,12 @@ void NoteCompiledCut(const ir::Program& program) {
   if (count != kVolatileAfterCompiles) return;
   GetMetrics().volatile_programs++;
   Warn("torch_tpu: a fused program has compiled " + std::to_string(count) +
-       " times with only its shapes changed (a dimension that grows each iteration, such as a "
-       "KV cache); each new shape compiles again. Static shapes avoid this (for Hugging Face "
-       "generate(), cache_implementation=\"static\"). This site counts in "
-       "torch_tpu.metrics volatile_programs.");
+       " times with only its shapes changed: a dimension that grows each iteration (a KV "
+       "cache), or inputs whose sizes change from batch to batch (padding each batch to its "
+       "longest sequence). Each new shape compiles again. Static shapes avoid this: for Hugging "
+       "Face generate(), cache_implementation=\"static\"; for batches, padding to a few fixed "
+       "lengths (a tokenizer's padding=\"max_length\", or pad_to_multiple_of in its data "
+       "collator) and drop_last=True. This site counts in torch_tpu.metrics volatile_programs.");
 }
 
 }  // namespace torch_tpu::exec
