@@ -8,9 +8,9 @@ namespace torch_tpu::runtime {
 // anew: about a quarter of a strict GPT-2 training step. These keep the heap instead, as a
 // caching allocator would.
 
-// Serves blocks below 32 MiB from the heap and keeps up to 512 MiB of free heap for reuse. Changes
-// nothing when the user configured malloc (MALLOC_*_THRESHOLD_, glibc.malloc tunables) or set
-// TORCH_TPU_KEEP_HOST_HEAP=0.
+// Serves blocks below 32 MiB from the heap and keeps up to 512 MiB of free heap for reuse (the
+// worker threads' arenas included). Changes nothing when the user configured malloc
+// (MALLOC_*_THRESHOLD_, MALLOC_TOP_PAD_, glibc.malloc tunables) or set TORCH_TPU_KEEP_HOST_HEAP=0.
 void KeepHostHeap();
 
 // Gives kept free heap back to the OS (torch.tpu.empty_cache()): malloc_trim, which releases every
