@@ -552,7 +552,7 @@ def test_batches_of_changing_sizes_are_detected_and_the_warning_names_the_remedy
                 expected.backward()
                 assert_close(loss, expected.detach())
         assert delta(before, "volatile_programs") >= 1
-    for ours, theirs in zip(model.parameters(), reference.parameters()):
+    for ours, theirs in zip(model.parameters(), reference.parameters(), strict=True):
         assert_close(ours.grad, theirs.grad)
 
 
