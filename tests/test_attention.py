@@ -37,13 +37,14 @@ def check(q, k, v, mask=None, dtype=torch.float32, **kwargs):
 
     def tolerance(reference):
         # bf16: a few roundings of 2^-8 through two products and the softmax, relative to the
-        # tensor's scale (the CPU's own bf16 kernel errs as much against f64).
+        # tensor's scale. PyTorch's own bf16 kernel errs up to 0.020 x scale against f64 here
+        # (worst of 300 seeds at test_bfloat16's shapes; ours 0.023), so 0.03 x scale.
         # f32: accumulation order against the CPU's flash kernel, also relative to the tensor's
         # scale (a large `scale` sharpens the softmax and grows the gradients).
         scale = float(reference.abs().max())
         if dtype == torch.float32:
             return dict(rtol=1e-5, atol=2e-5 * max(1.0, scale))
-        return dict(rtol=2e-2, atol=1.6e-2 * scale)
+        return dict(rtol=2e-2, atol=3e-2 * scale)
 
     assert_close(actual, expected.to(dtype), **tolerance(expected))
     for c, t in zip(cpu, tpu, strict=True):
