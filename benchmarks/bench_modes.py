@@ -2,7 +2,7 @@
 (DeferAndFuse), as medians, on five workloads, plus the recording and flush costs of fused mode.
 
     .venv/bin/python benchmarks/bench_modes.py [--repeats 10] [--rounds 3] [--skip-generate] [--only generate]
-        [--skip-native-compiled]
+        [--skip-native-compiled] [--fused-optimizer]
 
 Workloads: a training step of a 2-layer GPT-style LM (width 128, context 64, batch 8, AdamW,
 clipping); the MLP step TorchTPU's figures come from (256-512-256-10, GELU, LayerNorm, AdamW,
@@ -37,13 +37,18 @@ from tiny_lm import LanguageModel  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_mlp_step import mlp  # noqa: E402
 
+# --fused-optimizer: the training workloads' AdamW is fused=True (the default of Hugging Face's
+# Trainer) in every mode, rather than foreach.
+FUSED_OPTIMIZER = False
+
 
 # "compiled" is torch.compile: Inductor on the CPU, the tpu backend on tpu.
 def optimizer_flags(device, compiled):
     """Compiled on tpu, the optimizer keeps its step counts on the device (capturable), so its
     graph runs from a captured plan; CPU tensors read inside a graph make it record every call.
     The CPU does not support capturable."""
-    return {"capturable": True} if compiled and device != "cpu" else {}
+    flags = {"capturable": True} if compiled and device != "cpu" else {}
+    return {**flags, "fused": True} if FUSED_OPTIMIZER else flags
 
 
 MODES = ("cpu", "cpu compiled", "strict", "defer_and_fuse", "compiled")
@@ -334,7 +339,10 @@ def main():
     parser.add_argument(
         "--skip-native-compiled", action="store_true", help="leave out the CPU's torch.compile (Inductor)"
     )
+    parser.add_argument("--fused-optimizer", action="store_true", help="AdamW with fused=True, not foreach")
     args = parser.parse_args()
+    global FUSED_OPTIMIZER
+    FUSED_OPTIMIZER = args.fused_optimizer
     all_modes = tuple(mode for mode in MODES if not (args.skip_native_compiled and mode == "cpu compiled"))
     torch.set_num_threads(max(1, torch.get_num_threads()))
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")

@@ -304,3 +304,31 @@ def test_adamw_training_tracks_cpu():
     device_parameters = dict(device_model.named_parameters())
     for parameter_name, parameter in cpu.named_parameters():
         assert_close(device_parameters[parameter_name].detach(), parameter.detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_trainer_with_default_arguments_trains_like_the_cpu(tmp_path):
+    # transformers' Trainer picks the tpu device itself, and its default optimizer for torch >= 2.8
+    # is AdamW with fused=True (csrc/aten/fused_optimizers.cc). lr 1e-3 keeps AdamW's amplified
+    # rounding of near-zero gradients (up to ~lr per step, test_adamw_training_tracks_cpu) under
+    # the weights' tolerance: measured 1.8e-5, the same as with optim="adamw_torch".
+    from transformers import Trainer, TrainingArguments
+
+    ids = tokens((12, 10), seed=11)
+    examples = [{"input_ids": row, "labels": row} for row in ids]
+    runs = {}
+    for device, model in zip(("cpu", "tpu"), cpu_and_tpu_models("llama", train=True), strict=True):
+        arguments = TrainingArguments(
+            output_dir=str(tmp_path / device), per_device_train_batch_size=4, max_steps=3, learning_rate=1e-3,
+            logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True, use_cpu=device == "cpu",
+        )  # fmt: skip
+        assert arguments.optim == "adamw_torch_fused"
+        trainer = Trainer(model=model, args=arguments, train_dataset=examples)
+        trainer.train()
+        assert trainer.optimizer.defaults["fused"] and next(model.parameters()).device.type == device
+        losses = torch.tensor([entry["loss"] for entry in trainer.state.log_history if "loss" in entry])
+        runs[device] = (losses, dict(model.named_parameters()))
+    (cpu_losses, cpu_parameters), (tpu_losses, tpu_parameters) = runs["cpu"], runs["tpu"]
+    assert len(tpu_losses) == 3
+    torch.testing.assert_close(tpu_losses, cpu_losses, rtol=1e-5, atol=1e-5)
+    for name, parameter in cpu_parameters.items():
+        assert_close(tpu_parameters[name].detach(), parameter.detach(), rtol=1e-4, atol=1e-4)
