@@ -1,10 +1,11 @@
 """Indexing and tensor manipulation (cat/stack, flip, roll, tril/triu, index, index_put,
 index_select, gather, scatter*, take, put, index_add/copy/fill) against PyTorch on the CPU.
 
-Indices here are always in range: on the device they are data, and checking them would cost a
-host sync, so an out-of-range index does not raise as on the CPU (reads clamp it into range,
-writes drop it). For the same reason ``x[mask] = values`` cannot check that ``values`` has one
-entry per selected element.
+Indices are in range except in the out-of-range tests: on the device they are data, and checking
+them costs a host sync, so outside debug mode an out-of-range index does not raise as on the CPU
+(reads clamp it into range, writes drop it); debug mode reads them back and raises the CPU's error
+(csrc/aten/index_checks.h). For the same reason ``x[mask] = values`` cannot check that ``values``
+has one entry per selected element.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import TPU, assert_close, make, noncontiguous
+
+import torch_tpu
 
 ALL_DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool]
 NUMERIC_DTYPES = [d for d in ALL_DTYPES if d != torch.bool]
@@ -442,6 +445,7 @@ def test_index_add_copy_fill(dtype):
         source_shape[dim] = 3
         same_on_both(lambda t, i, s, dim=dim: t.index_copy(dim, i, s), x, unique, make(tuple(source_shape), dtype))
         same_on_both(lambda t, i, dim=dim: t.index_fill_(dim, i, scalar), x, dup)
+        same_on_both(lambda t, i, dim=dim: t.index_fill_(dim, i, scalar), x, dup - n)  # from the end
         same_on_both(lambda t, i, v, dim=dim: t.index_fill(dim, i, v), x, dup, make((), dtype))  # 0-d tensor value
     same_on_both(lambda t, i, s: t.index_add_(0, i, s), make((), dtype), torch.tensor([0]), make((), dtype))  # 0-d
     assert_close(
@@ -612,3 +616,55 @@ def test_cpu_index_tensors_are_accepted_as_on_cuda():
     # Values (not indices) must still be on the tensor's device, as on CUDA.
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         x.to(TPU).index_put_((rows,), values)
+
+
+# Out-of-range indices: debug mode reads them back and raises the CPU's error at the op. The CPU's
+# wording depends on its kernel's path (index_select along dim 1 of a matrix has another), so the
+# ops index a vector, or a matrix through two index tensors.
+OUT_OF_RANGE_OPS = {
+    "index": lambda x, i: x.view(1, 5)[torch.zeros_like(i), i],
+    "index_put_": lambda x, i: x.index_put_((i,), torch.tensor(9.0)),
+    "index_select": lambda x, i: x.index_select(0, i),
+    "embedding": lambda x, i: torch.nn.functional.embedding(i, x.view(5, 1)),
+    "gather": lambda x, i: x.gather(0, i),
+    "scatter_": lambda x, i: x.scatter_(0, i, 9.0),
+    "scatter_add_": lambda x, i: x.scatter_add_(0, i, torch.ones(i.numel(), device=x.device)),
+    "index_add_": lambda x, i: x.index_add_(0, i, torch.ones(i.numel(), device=x.device)),
+    "index_copy_": lambda x, i: x.index_copy_(0, i, torch.ones(i.numel(), device=x.device)),
+    "index_fill_": lambda x, i: x.index_fill_(0, i, 9.0),
+    "take": lambda x, i: x.take(i),
+    "put_": lambda x, i: x.put_(i, torch.ones(i.numel(), device=x.device)),
+}
+
+
+@pytest.mark.parametrize("bad", [5, -1, -6, 12])
+@pytest.mark.parametrize("op", list(OUT_OF_RANGE_OPS))
+def test_debug_mode_raises_the_cpu_error_for_an_index_out_of_range(op, bad):
+    # Indices into 5 elements, one of them `bad`: some ops accept a negative one (it counts from
+    # the end), others refuse it. Indices are distinct, so index_copy_ and put_ are deterministic.
+    x = make((5,))
+    index = torch.randperm(5)[:3]
+    index[torch.randint(0, 3, ()).item()] = bad
+    fn = OUT_OF_RANGE_OPS[op]
+    try:
+        expected = fn(x.clone(), index)
+    except (IndexError, RuntimeError) as error:
+        expected = error
+    with torch_tpu.execution_mode("debug"):
+        if isinstance(expected, Exception):
+            with pytest.raises(type(expected)) as raised:
+                fn(x.to(TPU), index.to(TPU))
+            assert str(raised.value).splitlines()[0] == str(expected).splitlines()[0]
+        else:
+            assert_close(fn(x.to(TPU), index.to(TPU)), expected)
+
+
+def test_strict_mode_does_not_read_indices_back():
+    x, index = make((3, 5)).to(TPU), torch.tensor([4, 0, 2]).to(TPU)
+    with torch_tpu.execution_mode("strict"):
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics.snapshot()["transfers_to_host"]
+        result = x.index_select(1, index)
+        torch.tpu.synchronize()
+        assert torch_tpu.metrics.snapshot()["transfers_to_host"] == before
+    assert_close(result, x.cpu().index_select(1, index.cpu()))

@@ -23,6 +23,7 @@
 #include <unordered_set>
 
 #include "aten/generator.h"
+#include "aten/index_checks.h"
 #include "aten/meta_cache.h"
 #include "aten/tpu_tensor.h"
 #include "exec/bucketing.h"
@@ -789,6 +790,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
   const std::shared_ptr<const MetaOutputs> meta_outputs = RunMeta(op, args, *stack, begin);
   if (!meta_outputs) return CpuFallback(op, stack);
+  CheckIndicesInDebugMode(lowering_name, schema, args);
   Record(op, *resolved, args, *meta_outputs, device, stack, begin);
 }
 

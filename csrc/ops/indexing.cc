@@ -522,7 +522,8 @@ std::vector<Value> IndexFillLowering(LoweringContext& ctx) {
     throw std::out_of_range("index_fill_(): Expected dtype int64 for index.");
   Value self = AtLeast1D(ctx.tensor(0));
   const int64_t dim = NormalizeDim(ctx.int_arg(1), self.rank());
-  IndexedAccess access = SelectDim(ctx.tensor(2), dim);
+  // Its negative indices count from the end, as on the CPU (index_select's and index_add's do not).
+  IndexedAccess access = SelectDim(WrapNegative(ctx.tensor(2), self.shape()[dim]), dim);
   return {Reshape(Scatter(self, access, ctx.value(3, self.dtype()), ""), ctx.output().shape)};
 }
 
