@@ -6,8 +6,22 @@
 // set, and the step counts are device tensors the optimizer has already advanced, so the bias
 // corrections are computed on the device. A learning rate is a scalar of the program, or a
 // device tensor: one that changes from step to step compiles nothing new.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_addcdiv.h>
+#include <ATen/ops/_foreach_addcmul.h>
+#include <ATen/ops/_foreach_div.h>
+#include <ATen/ops/_foreach_lerp.h>
+#include <ATen/ops/_foreach_maximum.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_neg.h>
+#include <ATen/ops/_foreach_sqrt.h>
+#include <ATen/ops/_foreach_sub.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/rsub.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
 #include <torch/library.h>
 
 #include <memory>

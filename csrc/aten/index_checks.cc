@@ -1,9 +1,8 @@
 #include "aten/index_checks.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/WrapDimMinimal.h>
 
-#include <cstring>
 #include <optional>
 
 #include "exec/context.h"
