@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import shutil
 import threading
 
 import torch
@@ -24,8 +26,8 @@ print(json.dumps(torch_tpu.metrics.snapshot()))
 EXPECTED = (torch.arange(12.0).reshape(3, 4) * 2 + 2.5).t().tolist()
 
 
-def run_workload(cache_dir):
-    result = run_python(WORKLOAD, TORCH_TPU_CACHE_DIR=str(cache_dir))
+def run_workload(cache_dir, **env):
+    result = run_python(WORKLOAD, TORCH_TPU_CACHE_DIR=str(cache_dir), **env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert json.loads(lines[-2].replace("'", '"')) == EXPECTED
@@ -33,7 +35,7 @@ def run_workload(cache_dir):
 
 
 def cache_entries(cache_dir):
-    return sorted(pathlib.Path(cache_dir).glob("executables/*/*.bin"))
+    return sorted(pathlib.Path(cache_dir).glob("executables/*/*/*.bin"))
 
 
 def test_new_scalar_value_does_not_recompile():
@@ -120,6 +122,26 @@ def test_second_process_with_warm_cache_compiles_nothing(tmp_path):
     assert warm["disk_cache_hits"] == cold["compiles"]
 
 
+def test_another_build_of_the_extension_does_not_load_this_builds_programs(tmp_path):
+    # A program's signature covers its ops, not how a build lowers them: a build that fixed a
+    # lowering must not load the programs an older build compiled. Another build here is a copy
+    # of the package whose extension file differs by one trailing byte.
+    cache = tmp_path / "cache"
+    cold, _ = run_workload(cache)
+    assert cold["compiles"] > 0
+    package = pathlib.Path(torch_tpu.__file__).parent
+    other = tmp_path / "other_build"
+    shutil.copytree(package, other / "torch_tpu", ignore=shutil.ignore_patterns("__pycache__"))
+    extension = next((other / "torch_tpu").glob("_C*.so"))
+    extension.write_bytes(extension.read_bytes() + b"\0")
+    paths = os.pathsep.join([str(other)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    rebuilt, _ = run_workload(cache, PYTHONPATH=paths)
+    assert rebuilt["disk_cache_hits"] == 0 and rebuilt["compiles"] == cold["compiles"], rebuilt
+    assert len({entry.parent for entry in cache_entries(cache)}) == 2  # one folder per build
+    warm, _ = run_workload(cache)
+    assert warm["compiles"] == 0 and warm["disk_cache_hits"] == cold["compiles"], warm
+
+
 def test_corrupt_entry_is_recompiled_with_a_warning(tmp_path):
     cold, _ = run_workload(tmp_path)
     entries = cache_entries(tmp_path)
@@ -150,10 +172,12 @@ def test_disk_cache_can_be_disabled(tmp_path):
     assert not cache_entries(tmp_path)
 
 
-def test_cache_key_includes_plugin_identity(tmp_path):
+def test_cache_key_includes_plugin_and_extension_identity(tmp_path):
     run_workload(tmp_path)
-    identity = _C._platform()["plugin_identity"]
-    assert {entry.parent.name for entry in cache_entries(tmp_path)} == {identity}
+    platform = _C._platform()
+    assert {(entry.parent.parent.name, entry.parent.name) for entry in cache_entries(tmp_path)} == {
+        (platform["plugin_identity"], platform["extension_identity"])
+    }
     assert torch_tpu.platform()
 
 

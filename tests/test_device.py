@@ -245,6 +245,55 @@ def test_stream_query_and_tpu_event():
     assert_close(c, a.cpu() @ a.cpu(), rtol=1e-4, atol=1e-3)
 
 
+def test_synchronize_and_events_wait_for_work_whose_results_were_freed():
+    # `model(x); torch.tpu.synchronize()` and an event recorded after it: CUDA waits for the work
+    # whether or not its results are still held. Strict mode, where dropped work still runs (fused
+    # mode never runs work whose results nobody holds).
+    with torch_tpu.execution_mode("strict"):
+        a = make((1536, 1536)).to("tpu")
+        (a @ a).cpu()
+
+        def timed(keep):
+            kept = []
+            wall = time.perf_counter()
+            for _ in range(3):
+                c = a @ a
+                if keep:
+                    kept.append(c)
+                del c
+            torch.tpu.synchronize()
+            return time.perf_counter() - wall
+
+        held, freed = timed(keep=True), timed(keep=False)
+        assert freed > 0.3 * held, (freed, held)  # it returned at once when the results were freed
+
+        start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+        start.record()
+        for _ in range(3):
+            a @ a
+        end.record()
+        assert not end.query()  # the products still run
+        end.synchronize()
+        assert start.elapsed_time(end) > 0.3 * held * 1e3
+        assert torch.tpu.current_stream().query()
+
+
+def test_elapsed_time_of_a_start_event_recorded_behind_running_work():
+    # Each event's completion is stamped when its work finishes, not when the host first looks:
+    # here the host looks at `start` only after `end` has been waited for.
+    a = make((1536, 1536)).to("tpu")
+    (a @ a).cpu()
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    before = a @ a
+    start.record()
+    assert not start.query()  # `before` still runs
+    after = a @ a
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+    assert_close(after, before.cpu())
+
+
 def test_a_script_that_ends_right_after_a_backward_exits_cleanly():
     # Autograd's device thread drops its finished task after backward() returns; at interpreter
     # shutdown that used to abort the process now and then (about one run in five).

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -28,27 +29,60 @@ namespace {
 
 constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
 
+// When the last of an event's executions finished, stamped on the plugin's thread as each one
+// finishes: the host may look much later (start.elapsed_time(end) after end.synchronize()).
+struct CompletionStamp {
+  std::mutex mutex;
+  std::condition_variable all_stamped;
+  int pending = 0;
+  std::chrono::steady_clock::time_point last;
+};
+
 struct TpuEvent {
-  std::vector<std::weak_ptr<runtime::Buffer>> outputs;
+  std::vector<std::shared_ptr<runtime::Event>> executions;  // in flight when recorded
+  std::shared_ptr<CompletionStamp> stamp;
   std::optional<std::chrono::steady_clock::time_point> completed;
 
-  // True once every recorded output is computed (a freed output no longer needs waiting for).
+  void Record(const std::vector<std::shared_ptr<runtime::Event>>& in_flight) {
+    executions.clear();
+    completed.reset();
+    stamp = std::make_shared<CompletionStamp>();
+    stamp->last = std::chrono::steady_clock::now();
+    for (const auto& done : in_flight) {
+      if (done->IsReady()) continue;
+      {
+        std::lock_guard<std::mutex> lock(stamp->mutex);
+        ++stamp->pending;
+      }
+      done->OnReady([stamp = stamp] {
+        std::lock_guard<std::mutex> lock(stamp->mutex);
+        stamp->last = std::max(stamp->last, std::chrono::steady_clock::now());
+        if (--stamp->pending == 0) stamp->all_stamped.notify_all();
+      });
+      executions.push_back(done);
+    }
+  }
+
+  // True once every execution recorded has finished.
   bool Poll() {
     if (completed) return true;
-    for (const auto& weak : outputs) {
-      auto buffer = weak.lock();
-      if (buffer && !buffer->donated() && !buffer->IsReady()) return false;
+    for (const auto& done : executions) {
+      if (!done->IsReady()) return false;
     }
-    completed = std::chrono::steady_clock::now();
-    outputs.clear();
+    if (stamp) {
+      // Ready, so each callback has run or is about to.
+      std::unique_lock<std::mutex> lock(stamp->mutex);
+      stamp->all_stamped.wait(lock, [&] { return stamp->pending == 0; });
+      completed = stamp->last;
+    } else {
+      completed = std::chrono::steady_clock::now();
+    }
+    executions.clear();
     return true;
   }
   std::chrono::steady_clock::time_point Wait() {
     if (!completed) exec::ReleaseRetiredGraphs();
-    for (const auto& weak : outputs) {
-      auto buffer = weak.lock();
-      if (buffer && !buffer->donated()) buffer->AwaitReady();
-    }
+    for (const auto& done : executions) done->Await();
     Poll();
     return *completed;
   }
@@ -123,16 +157,14 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 #undef TORCH_TPU_SET_SUPPORTED
     return capability;
   }
-  // Events wait for the executions in flight when they were recorded. Completion times are
-  // when the host observes completion: exact for the usual record / work / record /
-  // synchronize pattern of elapsed_time, late if nobody asks until later.
+  // Events wait for the executions in flight when they were recorded; an event's completion
+  // time is when the last of them finished (CompletionStamp), whenever the host asks.
   void record(void** event, const c10::Stream&, const c10::DeviceIndex,
               const c10::EventFlag) const override {
     if (*event == nullptr) *event = new TpuEvent();
     auto* tpu_event = static_cast<TpuEvent*>(*event);
     Translate([] { exec::MaterializeAllPending("event record"); });
-    tpu_event->outputs = exec::InFlightExecutions();
-    tpu_event->completed.reset();
+    tpu_event->Record(exec::InFlightExecutions());
     tpu_event->Poll();
   }
   // One queue per device, ordered by data dependencies: later work that reads a result
@@ -159,9 +191,10 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   bool queryStream(const c10::Stream&) const override {
     return Translate([] {
       exec::MaterializeAllPending("stream query");
-      TpuEvent event;
-      event.outputs = exec::InFlightExecutions();
-      return event.Poll();
+      for (const auto& done : exec::InFlightExecutions()) {
+        if (!done->IsReady()) return false;
+      }
+      return true;
     });
   }
   void synchronizeStream(const c10::Stream&) const override { SynchronizeDevice(); }

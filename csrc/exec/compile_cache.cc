@@ -1,5 +1,6 @@
 #include "exec/compile_cache.h"
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -163,7 +164,7 @@ bool DecodeEntry(const std::string& entry, std::string& payload) {
 }
 
 fs::path EntryPath(const ir::Signature& signature) {
-  return fs::path(CacheDirectory()) / "executables" / PluginIdentity() /
+  return fs::path(CacheDirectory()) / "executables" / PluginIdentity() / ExtensionIdentity() /
          (signature.ToHex() + ".bin");
 }
 
@@ -242,18 +243,18 @@ std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signatur
   return executable;
 }
 
-// A fast 128-bit hash of the plugin file, remembered per (path, size, mtime).
-std::string HashPluginFile(const std::string& plugin_path) {
+// A fast 128-bit hash of a file (the plugin, this extension), remembered per (path, size, mtime).
+std::string HashFile(const std::string& path) {
   struct stat info{};
-  if (::stat(plugin_path.c_str(), &info) != 0) return "unknown";
+  if (::stat(path.c_str(), &info) != 0) return "unknown";
   ir::Hasher key;
-  key.Add(plugin_path);
+  key.Add(path);
   key.Add(static_cast<uint64_t>(info.st_size));
   key.Add(static_cast<uint64_t>(info.st_mtim.tv_sec) * 1000000000ull + info.st_mtim.tv_nsec);
   const fs::path memo = fs::path(CacheDirectory()) / "plugin-ids" / key.Finish().ToHex();
   std::string remembered;
   if (ReadFile(memo, remembered) && remembered.size() == 32) return remembered;
-  std::ifstream in(plugin_path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary);
   ir::Hasher h;
   std::vector<char> chunk(1 << 22);
   while (in) {
@@ -272,10 +273,22 @@ std::string PluginIdentity() {
   static std::string identity;
   std::call_once(once, [] {
     const auto& plugin = *GetClient().plugin();
-    identity = HashPluginFile(plugin.path()).substr(0, 16) + "-v" +
+    identity = HashFile(plugin.path()).substr(0, 16) + "-v" +
                std::to_string(plugin.major_version()) + "." +
                std::to_string(plugin.minor_version());
   });
+  return identity;
+}
+
+std::string ExtensionIdentity() {
+  static const std::string identity = [] {
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<const void*>(&ExtensionIdentity), &info) == 0 ||
+        info.dli_fname == nullptr) {
+      return std::string("unknown");
+    }
+    return "ext-" + HashFile(info.dli_fname).substr(0, 16);
+  }();
   return identity;
 }
 

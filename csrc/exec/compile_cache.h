@@ -1,5 +1,6 @@
 // Compiled programs, cached in memory (shared futures: one compile per signature, however many
-// threads ask) and on disk (serialized executables keyed by signature and plugin identity).
+// threads ask) and on disk (serialized executables keyed by signature, plugin identity and this
+// extension's identity).
 #pragma once
 
 #include <functional>
@@ -13,6 +14,10 @@ namespace torch_tpu::exec {
 
 // The plugin's identity: a hash of its file and its API version, memoised in the cache dir.
 std::string PluginIdentity();
+// This extension's identity, a hash of its file: a disk-cache entry holds a program as this
+// build lowered it, and another build (a fixed lowering, a changed form) must not load it, since
+// a program's signature covers its ops, not how they are lowered.
+std::string ExtensionIdentity();
 
 // Returns the executable for `signature`; `print` produces the StableHLO text on a miss.
 std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signature,

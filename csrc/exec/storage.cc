@@ -137,23 +137,32 @@ void DeviceStorage::InstallBuffer(std::shared_ptr<runtime::Buffer> buffer, ir::D
 }
 
 namespace {
-// Outputs of executions that may still be running: synchronize() waits on them. Weak, so a
-// result nobody holds any more is not kept alive.
+// Executions that may still be running, as their completion events (the ready event of one
+// output: an execution's outputs are all defined when it finishes): synchronize() and events wait
+// on them. Not the outputs themselves, which would keep results nobody holds alive, and which
+// once freed left nothing to wait for: `model(x); torch.tpu.synchronize()` returned while the
+// program still ran, as did an event recorded after it.
 struct InFlight {
   std::mutex mutex;
-  std::vector<std::weak_ptr<runtime::Buffer>> outputs;
+  std::vector<std::shared_ptr<runtime::Event>> executions;
+  size_t trim_at = 1024;
 };
-InFlight& InFlightOutputs() {
+InFlight& InFlightExecutionList() {
   static InFlight* in_flight = new InFlight();
   return *in_flight;
 }
 void TrackInFlight(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs) {
-  InFlight& in_flight = InFlightOutputs();
+  if (outputs.empty()) return;
+  std::shared_ptr<runtime::Event> done = outputs.front()->ReadyEvent();
+  InFlight& in_flight = InFlightExecutionList();
   std::lock_guard<std::mutex> lock(in_flight.mutex);
-  if (in_flight.outputs.size() > 4096) {
-    std::erase_if(in_flight.outputs, [](const auto& weak) { return weak.expired(); });
+  // A loop that never waits drops the finished ones now and then; the threshold doubles past
+  // what is still running, so the scans stay amortized over the pushes.
+  if (in_flight.executions.size() >= in_flight.trim_at) {
+    std::erase_if(in_flight.executions, [](const auto& event) { return event->IsReady(); });
+    in_flight.trim_at = std::max<size_t>(1024, 2 * in_flight.executions.size());
   }
-  for (const auto& output : outputs) in_flight.outputs.push_back(output);
+  in_flight.executions.push_back(std::move(done));
 }
 }  // namespace
 
@@ -294,24 +303,21 @@ void MaterializeForRead(DeviceStorage* storage, const std::string& reason) {
   }
 }
 
-std::vector<std::weak_ptr<runtime::Buffer>> InFlightExecutions() {
-  InFlight& in_flight = InFlightOutputs();
+std::vector<std::shared_ptr<runtime::Event>> InFlightExecutions() {
+  InFlight& in_flight = InFlightExecutionList();
   std::lock_guard<std::mutex> lock(in_flight.mutex);
-  return in_flight.outputs;
+  return in_flight.executions;
 }
 
 void AwaitExecutions() {
-  std::vector<std::weak_ptr<runtime::Buffer>> outputs;
+  std::vector<std::shared_ptr<runtime::Event>> executions;
   {
-    InFlight& in_flight = InFlightOutputs();
+    InFlight& in_flight = InFlightExecutionList();
     std::lock_guard<std::mutex> lock(in_flight.mutex);
-    outputs.swap(in_flight.outputs);
+    executions.swap(in_flight.executions);
   }
   ReleaseRetiredGraphs();
-  for (const auto& weak : outputs) {
-    auto buffer = weak.lock();
-    if (buffer && !buffer->donated()) buffer->AwaitReady();
-  }
+  for (const auto& done : executions) done->Await();
   runtime::DestroyRetiredBuffers();  // nothing runs now, so destroying them waits for nothing
 }
 

@@ -98,12 +98,13 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
                                                          const std::vector<bool>& donated,
                                                          int device_index,
                                                          const std::string& reason);
-// Registers a launched program's outputs with synchronize() (debug mode: waits for them).
+// Registers a launched program with synchronize() (debug mode: waits for it).
 void NoteLaunched(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs);
 // Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.
 void AwaitExecutions();
-// The outputs of executions that may still be running (what an event recorded now waits for).
-std::vector<std::weak_ptr<runtime::Buffer>> InFlightExecutions();
+// The completion events of the executions that may still be running (what an event recorded now
+// waits for), whether or not anything still holds their outputs.
+std::vector<std::shared_ptr<runtime::Event>> InFlightExecutions();
 
 // Copies a materialized storage's bytes to host memory.
 void CopyToHost(DeviceStorage& storage, void* dst, size_t nbytes);

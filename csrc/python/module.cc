@@ -214,6 +214,7 @@ PYBIND11_MODULE(_C, m) {
       for (const auto& device : client.devices()) kinds.push_back(device.kind());
       d["devices"] = kinds;
       d["plugin_identity"] = exec::PluginIdentity();
+      d["extension_identity"] = exec::ExtensionIdentity();
       return d;
     });
   });

@@ -193,6 +193,13 @@ void Buffer::AwaitReady() const {
   Event(plugin_, args.event).Await();
 }
 
+std::shared_ptr<Event> Buffer::ReadyEvent() const {
+  auto args = PJRT_ARGS(PJRT_Buffer_ReadyEvent);
+  args.buffer = buffer_;
+  PJRT_CALL(*plugin_, PJRT_Buffer_ReadyEvent, args);
+  return std::make_shared<Event>(plugin_, args.event);
+}
+
 bool Buffer::IsReady() const {
   auto args = PJRT_ARGS(PJRT_Buffer_ReadyEvent);
   args.buffer = buffer_;
@@ -205,7 +212,7 @@ namespace {
 // the caller's callback.
 struct ReadyCallback {
   std::shared_ptr<Plugin> plugin;
-  Event event;
+  std::shared_ptr<Event> event;
   std::function<void()> callback;
 };
 
@@ -221,18 +228,19 @@ void RunReadyCallback(PJRT_Error* error, void* user_arg) {
 }
 }  // namespace
 
-void Buffer::OnReady(std::function<void()> callback) const {
-  auto event_args = PJRT_ARGS(PJRT_Buffer_ReadyEvent);
-  event_args.buffer = buffer_;
-  PJRT_CALL(*plugin_, PJRT_Buffer_ReadyEvent, event_args);
+void Event::OnReady(std::function<void()> callback) {
   auto ready = std::unique_ptr<ReadyCallback>(
-      new ReadyCallback{plugin_, Event(plugin_, event_args.event), std::move(callback)});
+      new ReadyCallback{plugin_, shared_from_this(), std::move(callback)});
   auto args = PJRT_ARGS(PJRT_Event_OnReady);
-  args.event = event_args.event;
+  args.event = event_;
   args.callback = &RunReadyCallback;
   args.user_arg = ready.get();
   PJRT_CALL(*plugin_, PJRT_Event_OnReady, args);
   ready.release();  // RunReadyCallback owns it now
+}
+
+void Buffer::OnReady(std::function<void()> callback) const {
+  ReadyEvent()->OnReady(std::move(callback));
 }
 
 std::shared_ptr<Buffer> Buffer::CopyToDevice(const Device& device) const {

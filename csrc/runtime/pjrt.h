@@ -76,7 +76,7 @@ class Plugin {
   int minor_ = 0;
 };
 
-class Event {
+class Event : public std::enable_shared_from_this<Event> {
  public:
   Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event)
       : plugin_(std::move(plugin)), event_(event) {}
@@ -86,6 +86,9 @@ class Event {
   // Blocks until ready; throws the event's error, if any.
   void Await();
   bool IsReady() const;
+  // Calls `callback` once ready (or failed), without waiting: on a plugin thread, or on this one
+  // if it is ready already. The event is kept alive until then. The callback must not throw.
+  void OnReady(std::function<void()> callback);
 
  private:
   std::shared_ptr<Plugin> plugin_;
@@ -125,6 +128,9 @@ class Buffer {
   void AwaitReady() const;
   // Whether the value has been computed (or its computation failed), without waiting.
   bool IsReady() const;
+  // An event ready once the value is computed; it outlives the buffer, so it can stand for the
+  // execution that computes the buffer after the buffer is freed.
+  std::shared_ptr<Event> ReadyEvent() const;
   // Calls `callback` once the value has been computed or its computation failed, without waiting:
   // on a plugin thread, or on this one if it is ready already. The callback must not throw.
   void OnReady(std::function<void()> callback) const;

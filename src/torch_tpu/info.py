@@ -35,7 +35,9 @@ def describe() -> str:
         lines.append(f"platform: {info['platform']} ({info['platform_version']})")
         lines.append(f"plugin: {info['plugin']} at {info['plugin_path']}")
         lines.append(f"PJRT API version: plugin {info['api_version']}, header {info['header_api_version']}")
-        lines.append(f"plugin identity (cache key): {info['plugin_identity']}")
+        lines.append(
+            f"cache key: plugin identity {info['plugin_identity']}, extension build {info['extension_identity']}"
+        )
         lines.append(f"devices ({len(info['devices'])}):")
         lines += [f"  tpu:{index}  {kind}" for index, kind in enumerate(info["devices"])]
     cache = _C._cache_dir()
