@@ -251,7 +251,7 @@ std::string HashFile(const std::string& path) {
   key.Add(path);
   key.Add(static_cast<uint64_t>(info.st_size));
   key.Add(static_cast<uint64_t>(info.st_mtim.tv_sec) * 1000000000ull + info.st_mtim.tv_nsec);
-  const fs::path memo = fs::path(CacheDirectory()) / "plugin-ids" / key.Finish().ToHex();
+  const fs::path memo = fs::path(CacheDirectory()) / "file-hashes" / key.Finish().ToHex();
   std::string remembered;
   if (ReadFile(memo, remembered) && remembered.size() == 32) return remembered;
   std::ifstream in(path, std::ios::binary);
