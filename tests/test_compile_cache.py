@@ -142,6 +142,38 @@ def test_another_build_of_the_extension_does_not_load_this_builds_programs(tmp_p
     assert warm["compiles"] == 0 and warm["disk_cache_hits"] == cold["compiles"], warm
 
 
+def test_folders_of_other_builds_and_plugins_are_pruned_to_the_most_recently_used(tmp_path):
+    # Each rebuild or plugin upgrade starts a folder that no other build loads; beside the one in
+    # use, the three most recently used are kept and older ones removed, so the cache stays bounded.
+    platform = _C._platform()
+    executables = tmp_path / "executables"
+    plugin = executables / platform["plugin_identity"]
+
+    def stale(folder, age_days):
+        folder.mkdir(parents=True)
+        (folder / "0123.bin").write_bytes(b"old program")
+        stamp = 1_700_000_000 - age_days * 86400
+        os.utime(folder, (stamp, stamp))
+
+    for age in range(6):
+        stale(plugin / f"ext-old{age}", age)
+    for age in range(5):
+        stale(executables / f"plugin-old{age}", age)
+    os.utime(plugin, (1_600_000_000, 1_600_000_000))  # the plugin in use is stamped when used
+    cold, _ = run_workload(tmp_path)
+    assert cold["compiles"] > 0
+    assert sorted(p.name for p in plugin.iterdir()) == sorted(
+        [platform["extension_identity"], "ext-old0", "ext-old1", "ext-old2"]
+    )
+    assert sorted(p.name for p in executables.iterdir()) == sorted(
+        [platform["plugin_identity"], "plugin-old0", "plugin-old1", "plugin-old2"]
+    )
+    # The build in use keeps its programs: a second process loads them all.
+    warm, _ = run_workload(tmp_path)
+    assert warm["compiles"] == 0 and warm["disk_cache_hits"] == cold["compiles"], warm
+    assert (plugin / "ext-old0" / "0123.bin").exists()
+
+
 def test_corrupt_entry_is_recompiled_with_a_warning(tmp_path):
     cold, _ = run_workload(tmp_path)
     entries = cache_entries(tmp_path)

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "exec/context.h"
@@ -163,9 +164,46 @@ bool DecodeEntry(const std::string& entry, std::string& payload) {
   return entry.compare(sizeof(kMagic), 32, Checksum(payload)) == 0;
 }
 
+// No build loads another build's programs (nor a plugin another plugin's), so each rebuild or
+// upgrade would leave a folder of dead programs behind. A folder's time is stamped when a process
+// first uses it; beside the one in use, only the most recently used few are kept.
+constexpr size_t kKeptFolders = 4;
+
+void RemoveAllButMostRecent(const fs::path& parent, const fs::path& in_use) {
+  std::error_code error;
+  std::vector<std::pair<fs::file_time_type, fs::path>> others;
+  for (fs::directory_iterator it(parent, error), end; !error && it != end; it.increment(error)) {
+    if (it->path() != in_use && it->is_directory(error)) {
+      others.emplace_back(it->last_write_time(error), it->path());
+    }
+  }
+  if (others.size() < kKeptFolders) return;
+  std::sort(others.begin(), others.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = kKeptFolders - 1; i < others.size(); ++i) fs::remove_all(others[i].second, error);
+}
+
+// This build's folder of programs, stamped and its stale siblings removed once per process.
+fs::path BuildFolder() {
+  const fs::path plugin = fs::path(CacheDirectory()) / "executables" / PluginIdentity();
+  fs::path build = plugin / ExtensionIdentity();
+  static std::mutex mutex;
+  static std::unordered_set<std::string> prepared;  // TORCH_TPU_CACHE_DIR may change
+  std::lock_guard<std::mutex> lock(mutex);
+  if (prepared.insert(build.string()).second) {
+    std::error_code error;
+    fs::create_directories(build, error);
+    const auto now = fs::file_time_type::clock::now();
+    fs::last_write_time(build, now, error);
+    fs::last_write_time(plugin, now, error);
+    RemoveAllButMostRecent(plugin, build);
+    RemoveAllButMostRecent(plugin.parent_path(), plugin);
+  }
+  return build;
+}
+
 fs::path EntryPath(const ir::Signature& signature) {
-  return fs::path(CacheDirectory()) / "executables" / PluginIdentity() / ExtensionIdentity() /
-         (signature.ToHex() + ".bin");
+  return BuildFolder() / (signature.ToHex() + ".bin");
 }
 
 bool DiskCacheEnabled() {
