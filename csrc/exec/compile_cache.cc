@@ -167,20 +167,23 @@ bool DecodeEntry(const std::string& entry, std::string& payload) {
 // No build loads another build's programs (nor a plugin another plugin's), so each rebuild or
 // upgrade would leave a folder of dead programs behind. A folder's time is stamped when a process
 // first uses it; beside the one in use, only the most recently used few are kept.
-constexpr size_t kKeptFolders = 4;
+constexpr size_t kOtherFoldersKept = 3;
 
 void RemoveAllButMostRecent(const fs::path& parent, const fs::path& in_use) {
   std::error_code error;
   std::vector<std::pair<fs::file_time_type, fs::path>> others;
   for (fs::directory_iterator it(parent, error), end; !error && it != end; it.increment(error)) {
-    if (it->path() != in_use && it->is_directory(error)) {
-      others.emplace_back(it->last_write_time(error), it->path());
-    }
+    std::error_code entry_error;  // an entry that cannot be read is left alone
+    if (it->path() == in_use || !it->is_directory(entry_error)) continue;
+    const auto last_use = it->last_write_time(entry_error);
+    if (!entry_error) others.emplace_back(last_use, it->path());
   }
-  if (others.size() < kKeptFolders) return;
+  if (others.size() <= kOtherFoldersKept) return;
   std::sort(others.begin(), others.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = kKeptFolders - 1; i < others.size(); ++i) fs::remove_all(others[i].second, error);
+  for (size_t i = kOtherFoldersKept; i < others.size(); ++i) {
+    fs::remove_all(others[i].second, error);
+  }
 }
 
 // This build's folder of programs, stamped and its stale siblings removed once per process.
