@@ -2,7 +2,7 @@
 allocator (jemalloc by default), side by side in one run, as medians.
 
     .venv/bin/python benchmarks/bench_allocator.py [--preload /usr/lib/x86_64-linux-gnu/libjemalloc.so.2]
-        [--rounds 2] [--seconds 2.5]
+        [--rounds 2] [--repeats 300]
 
 Each round runs one child process per allocator, in turn. A child measures the MLP training step
 of bench_modes.py in strict and fused mode, and one call of a compiled graph over 100 0-d
@@ -20,46 +20,36 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIGURES = ("mlp strict", "mlp fused", "100-arg call", "mlp strict after lm", "mlp fused after lm")
 
 
-def child(seconds: float) -> dict[str, float]:
+def child(repeats: int) -> dict[str, float]:
     import torch
 
     import torch_tpu
 
     sys.path.insert(0, HERE)
     import bench_modes
+    from _timing import median_seconds
 
-    def median_ms(fn, duration):
-        for _ in range(5):
-            fn()
-        torch.tpu.synchronize()
-        samples, start = [], time.perf_counter()
-        while time.perf_counter() - start < duration:
-            begin = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - begin)
-        torch.tpu.synchronize()
-        return statistics.median(samples) * 1e3
+    def step_ms(build):
+        return median_seconds(build("tpu", False), torch.tpu.synchronize, repeats) * 1e3
 
     def mlp_steps(figures, suffix):
         for mode, name in (("strict", "mlp strict"), ("defer_and_fuse", "mlp fused")):
             with torch_tpu.execution_mode(mode):
-                figures[name + suffix] = median_ms(bench_modes.mlp_step()("tpu", False), seconds)
+                figures[name + suffix] = step_ms(bench_modes.mlp_step())
 
     figures: dict[str, float] = {}
     mlp_steps(figures, "")
-    inputs = [torch.zeros((), device="tpu") for _ in range(100)]
-    add_one = torch.compile(lambda *xs: [x + 1 for x in xs], backend="tpu")
-    figures["100-arg call"] = median_ms(lambda: add_one(*inputs), seconds) * 1e3  # us
+    [(_, seconds, _, _)] = bench_modes.compiled_call_overhead(arg_counts=(100,))
+    figures["100-arg call"] = seconds * 1e6
     for mode in ("strict", "defer_and_fuse"):
         with torch_tpu.execution_mode(mode):
-            median_ms(bench_modes.train_lm()("tpu", False), seconds)
-    median_ms(bench_modes.train_lm()("tpu", True), seconds)
+            step_ms(bench_modes.train_lm())
+    median_seconds(bench_modes.train_lm()("tpu", True), torch.tpu.synchronize, repeats)
     mlp_steps(figures, " after lm")
     return figures
 
@@ -68,11 +58,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preload", default="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=2.5)
+    parser.add_argument("--repeats", type=int, default=300, help="timed steps per figure")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.seconds)))
+        print(json.dumps(child(args.repeats)))
         return 0
     if not os.path.exists(args.preload):
         print(f"bench_allocator: {args.preload} does not exist; install it (Debian: libjemalloc2) or pass --preload")
@@ -84,7 +74,7 @@ def main() -> int:
         for name, extra in configs.items():
             env = {**os.environ, **extra, "TORCH_TPU_CACHE_DIR": cache}
             out = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--child", "--seconds", str(args.seconds)],
+                [sys.executable, os.path.abspath(__file__), "--child", "--repeats", str(args.repeats)],
                 env=env,
                 capture_output=True,
                 text=True,
