@@ -68,12 +68,17 @@ class Plugin {
   bool HasEntry(size_t offset_of_entry) const;
   // Throws PjrtError with the plugin's message if `error` is non-null; frees it.
   void Check(PJRT_Error* error, const char* what) const;
+  // Whether device memory is this process's memory (XLA's CPU plugin), so that a computed buffer
+  // can be read in place. Set by Client::Create from the platform name.
+  bool device_memory_is_host() const { return device_memory_is_host_; }
+  void set_device_memory_is_host(bool value) { device_memory_is_host_ = value; }
 
  private:
   const PJRT_Api* api_ = nullptr;
   std::string path_;
   int major_ = 0;
   int minor_ = 0;
+  bool device_memory_is_host_ = false;
 };
 
 class Event : public std::enable_shared_from_this<Event> {
