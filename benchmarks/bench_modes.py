@@ -248,6 +248,34 @@ def recording_costs(n_ops=1000, reps=15):
     return record - native, native, intercept, slope
 
 
+def host_read_cost(reads=2000):
+    """item() of a 0-d value that is already computed, with the device idle and while a program
+    runs (a training loop's loss read during its optimizer step; on a small machine the program's
+    threads also take the cores from the read). Beside it, item() of a CPU tensor. Medians."""
+    cpu = torch.ones(())
+    ready = torch.ones((), device="tpu") * 3
+    ready.item()
+    busy = torch.randn(512, 512, device="tpu")
+
+    def median_item(tensor, count):
+        samples = []
+        for _ in range(count):
+            start = time.perf_counter()
+            tensor.item()
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+    native, idle = median_item(cpu, reads), median_item(ready, reads)
+    during = []
+    with torch_tpu.execution_mode("strict"):
+        for _ in range(30):
+            product = busy @ busy @ busy @ busy  # runs for about a millisecond
+            during.append(median_item(ready, 1))
+            torch.tpu.synchronize()
+            del product
+    return native, idle, statistics.median(during)
+
+
 def forward_flush_cost(reps=30):
     """The flush of a real program: the 2-layer LM's forward and loss (no grad), recorded in fused
     mode, then cut, found in the cache and launched. Returns its op count and the median host time
@@ -358,6 +386,11 @@ def main():
     print(
         f"recording: {extra * 1e6:.2f} us per op above native CPU dispatch ({native * 1e6:.2f} us); "
         f"flush (cache hit, host side): {intercept * 1e6:.1f} us + {slope * 1e9:.0f} ns per op"
+    )
+    native, idle, during = host_read_cost()
+    print(
+        f"item() of a computed 0-d value: {idle * 1e6:.1f} us, {during * 1e6:.1f} us while a program "
+        f"runs (a CPU tensor's: {native * 1e6:.1f} us)"
     )
     ops, seconds, thread_seconds, launch = forward_flush_cost()
     print(
