@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tiny_lm import LanguageModel  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import median_seconds, sample_seconds  # noqa: E402
 from bench_mlp_step import mlp  # noqa: E402
 
 # --fused-optimizer: the training workloads' AdamW is fused=True (the default of Hugging Face's
@@ -257,20 +258,15 @@ def host_read_cost(reads=2000):
     ready.item()
     busy = torch.randn(512, 512, device="tpu")
 
-    def median_item(tensor, count):
-        samples = []
-        for _ in range(count):
-            start = time.perf_counter()
-            tensor.item()
-            samples.append(time.perf_counter() - start)
-        return statistics.median(samples)
+    def no_wait():
+        pass
 
-    native, idle = median_item(cpu, reads), median_item(ready, reads)
+    native, idle = (median_seconds(tensor.item, no_wait, reads) for tensor in (cpu, ready))
     during = []
     with torch_tpu.execution_mode("strict"):
         for _ in range(30):
             product = busy @ busy @ busy @ busy  # runs for about a millisecond
-            during.append(median_item(ready, 1))
+            during += sample_seconds(ready.item, no_wait, 1, warmup=0)
             torch.tpu.synchronize()
             del product
     return native, idle, statistics.median(during)
