@@ -1,14 +1,16 @@
 """Indexing and tensor manipulation (cat/stack, flip, roll, tril/triu, index, index_put,
 index_select, gather, scatter*, take, put, index_add/copy/fill) against PyTorch on the CPU.
 
-Indices are in range except in the out-of-range tests: on the device they are data, and checking
-them costs a host sync, so outside debug mode an out-of-range index does not raise as on the CPU
-(reads clamp it into range, writes drop it); debug mode reads them back and raises the CPU's error
-(csrc/aten/index_checks.h). For the same reason ``x[mask] = values`` cannot check that ``values``
-has one entry per selected element.
+Indices are in range except in the out-of-range tests: on the device they are data. Debug mode
+reads them back and raises the CPU's error at the op; the other modes check them on the device
+with the op and raise the CPU's error at the next synchronization, as CUDA reports a device-side
+assert (csrc/aten/index_checks.h). ``x[mask] = values`` cannot check that ``values`` has one entry
+per selected element.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -659,12 +661,92 @@ def test_debug_mode_raises_the_cpu_error_for_an_index_out_of_range(op, bad):
             assert_close(fn(x.to(TPU), index.to(TPU)), expected)
 
 
-def test_strict_mode_does_not_read_indices_back():
-    x, index = make((3, 5)).to(TPU), torch.tensor([4, 0, 2]).to(TPU)
+def test_strict_mode_reads_back_only_the_index_check():
+    # The op waits for nothing: it reads nothing back. The next synchronization reads its
+    # device-side check, one i64, and not the index tensor.
+    x, index = make((3, 5)).to(TPU), torch.tensor([4, 0, 2, 1, 3, 0, 2]).to(TPU)
     with torch_tpu.execution_mode("strict"):
         torch.tpu.synchronize()
-        before = torch_tpu.metrics.snapshot()["transfers_to_host"]
+        before = torch_tpu.metrics.snapshot()
         result = x.index_select(1, index)
+        assert torch_tpu.metrics.snapshot()["transfers_to_host"] == before["transfers_to_host"]
         torch.tpu.synchronize()
-        assert torch_tpu.metrics.snapshot()["transfers_to_host"] == before
+        after = torch_tpu.metrics.snapshot()
+        assert after["transfers_to_host"] - before["transfers_to_host"] == 1
+        assert after["bytes_to_host"] - before["bytes_to_host"] == 8
     assert_close(result, x.cpu().index_select(1, index.cpu()))
+
+
+def first_line(error):
+    return str(error).splitlines()[0]
+
+
+def cpu_outcome(fn, x, index):
+    try:
+        return fn(x.clone(), index)
+    except (IndexError, RuntimeError) as error:
+        return error
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+@pytest.mark.parametrize("bad", [5, -1, -6, 12])
+@pytest.mark.parametrize("op", list(OUT_OF_RANGE_OPS))
+def test_an_index_out_of_range_raises_the_cpu_error_at_the_next_host_read(op, bad, mode):
+    # The op itself records and returns; the host read of its result raises what the CPU raised
+    # at the op, naming the op's line. An index the CPU accepts (a negative one, for some ops)
+    # gives the CPU's result.
+    x = make((5,))
+    index = torch.randperm(5)[:3]
+    index[torch.randint(0, 3, ()).item()] = bad
+    fn = OUT_OF_RANGE_OPS[op]
+    expected = cpu_outcome(fn, x, index)
+    with torch_tpu.execution_mode(mode):
+        target = x.to(TPU)
+        result = fn(target, index.to(TPU))
+        if isinstance(expected, Exception):
+            with pytest.raises(type(expected)) as raised:
+                result.cpu()
+            assert first_line(raised.value) == first_line(expected)
+            # It names the op and the Python line that recorded it.
+            assert re.search(r"device-side index check of aten::\w+\S* at \S+\.py:\d+", str(raised.value))
+            torch.tpu.synchronize()  # the check was reported once
+        else:
+            assert_close(result, expected)
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_synchronize_and_unrelated_host_reads_report_a_failed_index_check(mode):
+    # As with CUDA's device-side asserts, the error comes at whatever synchronizes next.
+    with torch_tpu.execution_mode(mode):
+        x = make((4, 3)).to(TPU)
+        rows = x.index_select(0, torch.tensor([0, 4], device=TPU))  # noqa: F841
+        with pytest.raises(IndexError, match="index out of range in self"):
+            torch.tpu.synchronize()
+        torch.tpu.synchronize()  # reported, then done with
+        y = x.index_select(0, torch.tensor([3, 1], device=TPU))
+        x.gather(1, torch.tensor([[0, 3]], device=TPU))
+        with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1 with size 3"):
+            (x.sum() * 2).item()
+        assert_close(y, x.cpu().index_select(0, torch.tensor([3, 1])))
+
+
+def test_in_range_and_empty_indices_raise_nothing():
+    with torch_tpu.execution_mode("strict"):
+        x = make((4, 3)).to(TPU)
+        x.index_select(0, torch.tensor([], dtype=torch.long, device=TPU))
+        x[torch.tensor([-4, 3], dtype=torch.int32, device=TPU)]
+        x.take(torch.tensor([[0, 11], [-12, 5]], device=TPU))
+        torch.tpu.synchronize()
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_a_repeated_step_with_index_checks_compiles_nothing(mode):
+    x = make((6, 4)).to(TPU)
+    with torch_tpu.execution_mode(mode):
+        for step in range(3):
+            index = torch.randint(0, 6, (3,)).to(TPU)
+            total = x.index_select(0, index).sum() + x.gather(1, index.view(3, 1) % 4).sum()
+            total.item()
+            if step == 0:
+                compiles = torch_tpu.metrics.snapshot()["compiles"]
+        assert torch_tpu.metrics.snapshot()["compiles"] == compiles

@@ -18,6 +18,7 @@
 #include <random>
 
 #include "aten/generator.h"
+#include "aten/index_checks.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "exec/graph_release.h"
@@ -293,6 +294,7 @@ void SynchronizeDevice() {
     exec::MaterializeAllPending("synchronize");
     exec::AwaitExecutions();
   });
+  RaiseFailedIndexChecks();
 }
 
 // ---- Generator ----

@@ -171,6 +171,8 @@ void CpuFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
   }
 }
 
+}  // namespace
+
 // "aten::add.Tensor at train.py:12", interned per op and line as the line is (exec/context.h).
 // Consecutive nodes with one origin replay as one op, which for the same op at the same line
 // names the same thing.
@@ -197,6 +199,8 @@ std::shared_ptr<const std::string> RecordingSite(const c10::OperatorHandle& op) 
   }
   return site.text;
 }
+
+namespace {
 
 // TORCH_TPU_COMPLEX_UNCHECKED=1 lets complex reach every lowering: only for finding, with the
 // conformance harness (tools/conformance.py --dtypes complex64), which ones to check and list.
@@ -691,6 +695,7 @@ bool LowerAndWrite(const c10::OperatorHandle& op, ops::Lowering lowering, const 
     WriteTensor(target, WithLazyBits(target, value));
     written.push_back(StorageOf(target));
   }
+  RecordDeviceIndexChecks(op, args, schema_index, ctx, written);
   if (exec::DetectingLoops()) exec::NoteRecordedOp(StructuralHash(ctx.name, ctx));
   FinishWrites(written);
   return true;

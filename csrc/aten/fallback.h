@@ -5,10 +5,16 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <memory>
+#include <string>
+
 namespace torch_tpu::aten {
 
 // Whether `op` has a lowering (its name's, in ops/lowering.h's registry).
 bool HasLowering(const c10::OperatorHandle& op);
+
+// "aten::add.Tensor at train.py:12": the op and the user's source line recording it, interned.
+std::shared_ptr<const std::string> RecordingSite(const c10::OperatorHandle& op);
 
 // Records `op`, which has a lowering, with the arguments on `stack`, whose every result has
 // `like`'s sizes, strides and dtype: an in-place op's `like` is its self, a functional op's

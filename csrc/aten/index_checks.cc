@@ -3,10 +3,15 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/WrapDimMinimal.h>
 
+#include <memory>
+#include <mutex>
 #include <optional>
 
+#include "aten/fallback.h"
+#include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "exec/pending.h"
+#include "exec/storage.h"
 
 namespace torch_tpu::aten {
 
@@ -58,57 +63,66 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
   return args[*index];
 }
 
+// Raises `op`'s error, the CPU's, for index `v` along dim `dim` of `size`; `context` follows it.
+[[noreturn]] void RaiseOutOfRange(const IndexedOp& op, int64_t v, int64_t dim, int64_t size,
+                                  const std::string& context = "") {
+  switch (op.error) {
+    case Error::kBounds:
+      TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for dimension ", dim, " with size ",
+                        size, context);
+    case Error::kBoundsRuntime:
+      TORCH_CHECK(false, "index ", v, " is out of bounds for dimension ", dim, " with size ", size,
+                  context);
+    case Error::kInSelf:
+      TORCH_CHECK_INDEX(false, "index out of range in self", context);
+    case Error::kIndexCopy:
+      TORCH_CHECK_INDEX(false, "index_copy_(): index ", v, " is out of bounds for dimension ", dim,
+                        " with size ", size, context);
+    case Error::kElements:
+      TORCH_CHECK_INDEX(false, "out of range: tried to access index ", v, " on a tensor of ", size,
+                        " elements.", context);
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown index error kind");
+}
+
+bool Checkable(const at::Tensor& index) {
+  return index.defined() && index.numel() > 0 && at::isIntegralType(index.scalar_type(), false);
+}
+
 // Raises `op`'s error for the first index out of range along a dim of `size` elements.
 void CheckIndex(const IndexedOp& op, const at::Tensor& index, int64_t dim, int64_t size) {
-  if (!index.defined() || index.numel() == 0 || !at::isIntegralType(index.scalar_type(), false)) {
-    return;
-  }
+  if (!Checkable(index)) return;
   const at::Tensor host = index.to(at::kCPU, at::kLong).contiguous();  // a host read
   const int64_t low = op.range == Range::kWrapping ? -size : 0;
   const int64_t* values = host.const_data_ptr<int64_t>();
   for (int64_t i = 0; i < host.numel(); ++i) {
     const int64_t v = values[i];
-    if (v >= low && v < size) continue;
-    switch (op.error) {
-      case Error::kBounds:
-        TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for dimension ", dim,
-                          " with size ", size);
-      case Error::kBoundsRuntime:
-        TORCH_CHECK(false, "index ", v, " is out of bounds for dimension ", dim, " with size ",
-                    size);
-      case Error::kInSelf:
-        TORCH_CHECK_INDEX(false, "index out of range in self");
-      case Error::kIndexCopy:
-        TORCH_CHECK_INDEX(false, "index_copy_(): index ", v, " is out of bounds for dimension ",
-                          dim, " with size ", size);
-      case Error::kElements:
-        TORCH_CHECK_INDEX(false, "out of range: tried to access index ", v, " on a tensor of ",
-                          size, " elements.");
-    }
+    if (v < low || v >= size) RaiseOutOfRange(op, v, dim, size);
   }
 }
 
-}  // namespace
-
-void CheckIndicesInDebugMode(const std::string& lowering_name, const c10::FunctionSchema& schema,
-                             const c10::Stack& args) {
-  // Inside a deferred scope (a compiled graph's trace, an optimizer step) the indices may not
-  // exist yet: reading them would cut the scope.
-  if (exec::CurrentMode() != exec::Mode::kDebug || exec::InDeferredScope()) return;
-  const IndexedOp* op = nullptr;
+const IndexedOp* FindIndexedOp(const std::string& lowering_name) {
   for (const IndexedOp& candidate : kIndexedOps) {
-    if (lowering_name == candidate.lowering) op = &candidate;
+    if (lowering_name == candidate.lowering) return &candidate;
   }
-  if (op == nullptr) return;
+  return nullptr;
+}
+
+// Calls `check(index, name, entry, dim, size)` for each index tensor of the op: the tensor, the
+// schema argument holding it (and its entry, in a list), the dim the CPU's message names, and the
+// size of the range it indexes.
+template <typename Check>
+void ForEachIndex(const IndexedOp& op, const c10::FunctionSchema& schema, const c10::Stack& args,
+                  Check&& check) {
   const at::Tensor& self = Argument(schema, args, "self").toTensor();
-  switch (op->indexing) {
+  switch (op.indexing) {
     case Indexing::kIndicesList: {
       // The CPU's message numbers the index tensors given, not the dims they index.
       int64_t dim = 0, given = 0;
       for (const std::optional<at::Tensor>& index :
            Argument(schema, args, "indices").toOptionalTensorList()) {
         if (index && index->defined() && dim < self.dim()) {
-          CheckIndex(*op, *index, given++, self.size(dim));
+          check(*index, "indices", static_cast<size_t>(dim), given++, self.size(dim));
         }
         ++dim;
       }
@@ -118,14 +132,146 @@ void CheckIndicesInDebugMode(const std::string& lowering_name, const c10::Functi
       const c10::IValue& dim_argument = Argument(schema, args, "dim");
       if (!dim_argument.isInt()) return;  // a Dimname overload (torch 2.11)
       const int64_t dim = c10::maybe_wrap_dim(dim_argument.toInt(), self.dim());
-      CheckIndex(*op, Argument(schema, args, "index").toTensor(), dim,
-                 self.dim() == 0 ? 1 : self.size(dim));
+      check(Argument(schema, args, "index").toTensor(), "index", 0, dim,
+            self.dim() == 0 ? 1 : self.size(dim));
       break;
     }
     case Indexing::kFlat:
-      CheckIndex(*op, Argument(schema, args, "index").toTensor(), 0, self.numel());
+      check(Argument(schema, args, "index").toTensor(), "index", 0, 0, self.numel());
       break;
   }
+}
+
+// A recorded device-side check: `flag` (0-d i64 on the device) holds the op's greatest index out
+// of range, or ops::kNoIndexOutOfRange.
+struct DeviceIndexCheck {
+  at::Tensor flag;
+  const IndexedOp* op;
+  int64_t dim;
+  int64_t size;
+  std::shared_ptr<const std::string> site;
+};
+
+struct DeviceIndexChecks {
+  std::mutex mutex;
+  std::vector<DeviceIndexCheck> recorded;
+};
+
+DeviceIndexChecks& RecordedChecks() {
+  static auto* checks = new DeviceIndexChecks;  // never destroyed: tensors outlive exit order
+  return *checks;
+}
+
+// A program that never syncs keeps recording checks; past this many, the launched ones are read.
+constexpr size_t kMaxUnreadChecks = 1024;
+
+}  // namespace
+
+void CheckIndicesInDebugMode(const std::string& lowering_name, const c10::FunctionSchema& schema,
+                             const c10::Stack& args) {
+  // Inside a deferred scope (a compiled graph's trace, an optimizer step) the indices may not
+  // exist yet: reading them would cut the scope.
+  if (exec::CurrentMode() != exec::Mode::kDebug || exec::InDeferredScope()) return;
+  const IndexedOp* op = FindIndexedOp(lowering_name);
+  if (op == nullptr) return;
+  ForEachIndex(*op, schema, args,
+               [&](const at::Tensor& index, const char*, size_t, int64_t dim, int64_t size) {
+                 CheckIndex(*op, index, dim, size);
+               });
+}
+
+void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack& args,
+                             const std::vector<size_t>& schema_index,
+                             const ops::LoweringContext& ctx,
+                             std::vector<exec::DeviceStorage*>& written) {
+  if (exec::CurrentMode() == exec::Mode::kDebug || exec::InDeferredScope()) return;
+  const IndexedOp* op = FindIndexedOp(ctx.name);
+  if (op == nullptr) return;
+  const c10::FunctionSchema& schema = handle.schema();
+  // The value the lowering read for schema argument `name` (entry `entry` of a list), and its
+  // growing form if it has one.
+  auto lowered = [&](const char* name, size_t entry) -> std::pair<ir::Value, ops::GrowingValue> {
+    const std::optional<int> position = schema.argumentIndexWithName(name);
+    for (size_t j = 0; position && j < schema_index.size(); ++j) {
+      if (schema_index[j] != static_cast<size_t>(*position)) continue;
+      const ops::Argument& argument = ctx.args[j];
+      if (argument.kind == ops::Argument::Kind::kTensor) return {argument.tensor, ctx.growing(j)};
+      if (argument.kind == ops::Argument::Kind::kTensorList && entry < argument.tensors.size()) {
+        return {argument.tensors[entry], ctx.growing(j, entry)};
+      }
+    }
+    return {};
+  };
+  std::shared_ptr<const std::string> site;
+  std::vector<DeviceIndexCheck> checks;
+  ForEachIndex(
+      *op, schema, args,
+      [&](const at::Tensor& index, const char* name, size_t entry, int64_t dim, int64_t size) {
+        const auto [value, grown] = lowered(name, entry);
+        if (!Checkable(index) || !index.is_privateuseone() || !value) return;
+        ops::Scalar extent;
+        extent.i = size;
+        const ir::Value out_of_range = ops::OutOfRangeIndex(
+            value, ScalarParameter(extent, ir::DType::kS64), op->range == Range::kWrapping, grown);
+        at::Tensor flag = EmptyTpu({}, {}, at::kLong, index.device().index());
+        WriteTensor(flag, out_of_range);
+        written.push_back(StorageOf(flag));
+        if (site == nullptr) site = RecordingSite(handle);
+        checks.push_back(DeviceIndexCheck{std::move(flag), op, dim, size, site});
+      });
+  if (checks.empty()) return;
+  DeviceIndexChecks& recorded = RecordedChecks();
+  bool over = false;
+  {
+    std::lock_guard<std::mutex> lock(recorded.mutex);
+    for (DeviceIndexCheck& check : checks) recorded.recorded.push_back(std::move(check));
+    over = recorded.recorded.size() > kMaxUnreadChecks;
+  }
+  if (over) RaiseFailedIndexChecks();
+}
+
+void RaiseFailedIndexChecks() {
+  DeviceIndexChecks& recorded = RecordedChecks();
+  std::vector<DeviceIndexCheck> checks;
+  {
+    std::lock_guard<std::mutex> lock(recorded.mutex);
+    if (recorded.recorded.empty()) return;
+    checks.swap(recorded.recorded);
+  }
+  std::vector<DeviceIndexCheck> still_pending;
+  auto keep_pending = [&] {
+    if (still_pending.empty()) return;
+    std::lock_guard<std::mutex> lock(recorded.mutex);
+    recorded.recorded.insert(recorded.recorded.begin(),
+                             std::make_move_iterator(still_pending.begin()),
+                             std::make_move_iterator(still_pending.end()));
+  };
+  for (DeviceIndexCheck& check : checks) {
+    exec::DeviceStorage* storage = StorageOf(check.flag);
+    bool pending = false;
+    {
+      const auto lock = exec::LockStorages();  // another thread's cut may be installing it
+      pending = storage->pending();
+    }
+    if (pending) {  // fused mode, not cut yet: a later synchronization reads it
+      still_pending.push_back(std::move(check));
+      continue;
+    }
+    int64_t found = ops::kNoIndexOutOfRange;
+    try {
+      Translate([&] { exec::CopyToHost(*storage, &found, sizeof(found)); });
+    } catch (...) {
+      keep_pending();
+      throw;  // the op's program failed: its own error
+    }
+    if (found == ops::kNoIndexOutOfRange) continue;
+    keep_pending();
+    RaiseOutOfRange(*check.op, found, check.dim, check.size,
+                    "\n(a device-side index check of " + *check.site +
+                        ", reported at this later synchronization as CUDA reports a device-side "
+                        "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
+  }
+  keep_pending();
 }
 
 }  // namespace torch_tpu::aten

@@ -1,13 +1,24 @@
-// Index bounds in debug mode. An index out of range reads a clamped position and a write through
-// one is dropped: XLA's gather and scatter semantics, as on PyTorch/XLA, where the CPU raises and
-// CUDA trips a device-side assert. Checking every index op would read each index tensor back to
-// the host, so only debug mode (blocking, errors at their source) checks them: it raises the
-// CPU's own error at the op.
+// Index bounds. XLA's gather and scatter clamp an index out of range into range (a read) or drop
+// it (a write), where the CPU raises and CUDA trips a device-side assert. Two checks raise the
+// CPU's error instead:
+// - debug mode (blocking, errors at their source) reads the index tensors back at the op;
+// - the other modes record, beside each index op, a 0-d value the device computes with the op (its
+//   first index out of range, if any), and read those back at the next synchronization (a host
+//   read, synchronize), as CUDA reports a device-side assert. No index tensor is read back.
+// Inside deferred scopes (a compiled graph's trace, an optimizer step) neither runs: the indices
+// may not exist yet, and a compiled graph's plan launches its program again without recording.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
+#include <vector>
+
+#include "ops/lowering.h"
+
+namespace torch_tpu::exec {
+class DeviceStorage;
+}
 
 namespace torch_tpu::aten {
 
@@ -15,5 +26,18 @@ namespace torch_tpu::aten {
 // range; nothing outside debug mode or for other ops.
 void CheckIndicesInDebugMode(const std::string& lowering_name, const c10::FunctionSchema& schema,
                              const c10::Stack& args);
+
+// Outside debug mode: records the device-side check of the op's index arguments, from the values
+// its lowering read (`ctx.args[j]` is schema argument `schema_index[j]`), into a new storage that
+// joins `written`, so that it runs in the op's program. Nothing for other ops.
+void RecordDeviceIndexChecks(const c10::OperatorHandle& op, const c10::Stack& args,
+                             const std::vector<size_t>& schema_index,
+                             const ops::LoweringContext& ctx,
+                             std::vector<exec::DeviceStorage*>& written);
+
+// Reads back the checks whose programs have been launched (waiting for them) and raises the first
+// one that found an index out of range, with the CPU's error and the op's site; the checks it read
+// are done with either way. Checks still pending in fused mode wait for a later call.
+void RaiseFailedIndexChecks();
 
 }  // namespace torch_tpu::aten

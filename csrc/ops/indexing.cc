@@ -2,10 +2,10 @@
 // gather/scatter ops (index, index_put, index_select, gather, scatter*, take, put, index_add,
 // index_copy, index_fill).
 //
-// Indices are data: checking their range would need a host sync, so out-of-range indices do not
-// raise as on the CPU. Reads follow XLA's gather (the index is clamped into range), writes follow
-// XLA's scatter (the update is dropped). Negative indices wrap where PyTorch accepts them (x[idx],
-// index_put, take, put).
+// Indices are data: the lowerings themselves follow XLA's gather (an index out of range is clamped
+// into range) and scatter (the update is dropped). aten/index_checks.h records OutOfRangeIndex
+// beside them and raises the CPU's error at the next synchronization. Negative indices wrap where
+// PyTorch accepts them (x[idx], index_put, take, put).
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -596,4 +596,18 @@ LoweringRegistrar registrar({
 });
 
 }  // namespace
+
+Value OutOfRangeIndex(const Value& index, const Value& size, bool wrapping,
+                      const GrowingValue& grown) {
+  const Value i = ToIndex(grown ? grown.padded : index);
+  const Value low = wrapping ? Neg(size) : Constant(0, DType::kS64);
+  Value out = Or(Compare(i, low, "LT"), Compare(i, size, "GE"));
+  if (grown) {  // the padding past the length holds no index
+    const Value position = Iota(TensorType{DType::kS64, i.shape()}, grown.dim);
+    out = And(out, Compare(position, grown.length_parameter, "LT"));
+  }
+  const Value none = ir::IntegerConstant(kNoIndexOutOfRange, DType::kS64);
+  return Reduce(Select(out, i, none), Range(0, i.rank()), "stablehlo.maximum", none);
+}
+
 }  // namespace torch_tpu::ops

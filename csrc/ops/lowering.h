@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,6 +144,18 @@ class UnsupportedError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// ---- Device-side index checks (aten/index_checks.h) ----
+
+// What OutOfRangeIndex gives when every index is in range.
+inline constexpr int64_t kNoIndexOutOfRange = std::numeric_limits<int64_t>::min();
+// The greatest entry of `index` (any integer dtype) outside [-size, size) when `wrapping`
+// (negative indices count from the end), else outside [0, size), as a 0-d i64; kNoIndexOutOfRange
+// when there is none. `size` is a 0-d i64 value, so a new size does not make a new program. With
+// `grown`, the index's growing form (a grown range of positions), the check reads its padded value
+// up to its length instead, so that every length of a bucket shares the program.
+Value OutOfRangeIndex(const Value& index, const Value& size, bool wrapping,
+                      const GrowingValue& grown = {});
 
 // ---- Views: reads and writes of strided views of a 1-D storage value ----
 
