@@ -730,6 +730,20 @@ def test_synchronize_and_unrelated_host_reads_report_a_failed_index_check(mode):
         assert_close(y, x.cpu().index_select(0, torch.tensor([3, 1])))
 
 
+def test_a_failed_check_among_many_unsynchronized_ones_waits_for_the_synchronization():
+    # Past 1024 unread checks, recording reads the launched ones back, but raises nothing itself:
+    # the failure waits for the next synchronization, which raises it.
+    with torch_tpu.execution_mode("strict"):
+        x = make((4, 3)).to(TPU)
+        x.index_select(0, torch.tensor([9], device=TPU))
+        good = torch.tensor([1, 2], device=TPU)
+        for _ in range(1100):
+            x.index_select(0, good)
+        with pytest.raises(IndexError, match="index out of range in self"):
+            torch.tpu.synchronize()
+        torch.tpu.synchronize()
+
+
 def test_in_range_and_empty_indices_raise_nothing():
     with torch_tpu.execution_mode("strict"):
         x = make((4, 3)).to(TPU)

@@ -150,6 +150,7 @@ struct DeviceIndexCheck {
   int64_t dim;
   int64_t size;
   std::shared_ptr<const std::string> site;
+  std::optional<int64_t> found;  // the flag's value, once read
 };
 
 struct DeviceIndexChecks {
@@ -164,6 +165,57 @@ DeviceIndexChecks& RecordedChecks() {
 
 // A program that never syncs keeps recording checks; past this many, the launched ones are read.
 constexpr size_t kMaxUnreadChecks = 1024;
+
+// Reads the recorded checks whose programs have been launched, in order, and drops those that
+// passed. At the first that failed: raises its error when `raise`; otherwise keeps it, and every
+// check after it, for the next synchronization to raise (recording an op never raises another's).
+void ReadIndexChecks(bool raise) {
+  DeviceIndexChecks& recorded = RecordedChecks();
+  std::vector<DeviceIndexCheck> checks;
+  {
+    std::lock_guard<std::mutex> lock(recorded.mutex);
+    if (recorded.recorded.empty()) return;
+    checks.swap(recorded.recorded);
+  }
+  std::vector<DeviceIndexCheck> kept;
+  auto keep = [&](auto begin, auto end) {
+    kept.insert(kept.end(), std::make_move_iterator(begin), std::make_move_iterator(end));
+    std::lock_guard<std::mutex> lock(recorded.mutex);
+    recorded.recorded.insert(recorded.recorded.begin(), std::make_move_iterator(kept.begin()),
+                             std::make_move_iterator(kept.end()));
+  };
+  for (auto check = checks.begin(); check != checks.end(); ++check) {
+    if (!check->found) {
+      exec::DeviceStorage* storage = StorageOf(check->flag);
+      bool pending = false;
+      {
+        const auto lock = exec::LockStorages();  // another thread's cut may be installing it
+        pending = storage->pending();
+      }
+      if (pending) {  // fused mode, not cut yet: a later synchronization reads it
+        kept.push_back(std::move(*check));
+        continue;
+      }
+      int64_t found = ops::kNoIndexOutOfRange;
+      try {
+        Translate([&] { exec::CopyToHost(*storage, &found, sizeof(found)); });
+      } catch (...) {
+        keep(check + 1, checks.end());
+        throw;  // the op's program failed: its own error
+      }
+      check->found = found;
+    }
+    if (*check->found == ops::kNoIndexOutOfRange) continue;
+    if (!raise) return keep(check, checks.end());
+    const DeviceIndexCheck failed = std::move(*check);
+    keep(check + 1, checks.end());
+    RaiseOutOfRange(*failed.op, *failed.found, failed.dim, failed.size,
+                    "\n(a device-side index check of " + *failed.site +
+                        ", reported at this later synchronization as CUDA reports a device-side "
+                        "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
+  }
+  keep(checks.end(), checks.end());
+}
 
 }  // namespace
 
@@ -217,7 +269,7 @@ void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack
         WriteTensor(flag, out_of_range);
         written.push_back(StorageOf(flag));
         if (site == nullptr) site = RecordingSite(handle);
-        checks.push_back(DeviceIndexCheck{std::move(flag), op, dim, size, site});
+        checks.push_back(DeviceIndexCheck{std::move(flag), op, dim, size, site, std::nullopt});
       });
   if (checks.empty()) return;
   DeviceIndexChecks& recorded = RecordedChecks();
@@ -227,51 +279,9 @@ void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack
     for (DeviceIndexCheck& check : checks) recorded.recorded.push_back(std::move(check));
     over = recorded.recorded.size() > kMaxUnreadChecks;
   }
-  if (over) RaiseFailedIndexChecks();
+  if (over) ReadIndexChecks(/*raise=*/false);
 }
 
-void RaiseFailedIndexChecks() {
-  DeviceIndexChecks& recorded = RecordedChecks();
-  std::vector<DeviceIndexCheck> checks;
-  {
-    std::lock_guard<std::mutex> lock(recorded.mutex);
-    if (recorded.recorded.empty()) return;
-    checks.swap(recorded.recorded);
-  }
-  std::vector<DeviceIndexCheck> still_pending;
-  auto keep_pending = [&] {
-    if (still_pending.empty()) return;
-    std::lock_guard<std::mutex> lock(recorded.mutex);
-    recorded.recorded.insert(recorded.recorded.begin(),
-                             std::make_move_iterator(still_pending.begin()),
-                             std::make_move_iterator(still_pending.end()));
-  };
-  for (DeviceIndexCheck& check : checks) {
-    exec::DeviceStorage* storage = StorageOf(check.flag);
-    bool pending = false;
-    {
-      const auto lock = exec::LockStorages();  // another thread's cut may be installing it
-      pending = storage->pending();
-    }
-    if (pending) {  // fused mode, not cut yet: a later synchronization reads it
-      still_pending.push_back(std::move(check));
-      continue;
-    }
-    int64_t found = ops::kNoIndexOutOfRange;
-    try {
-      Translate([&] { exec::CopyToHost(*storage, &found, sizeof(found)); });
-    } catch (...) {
-      keep_pending();
-      throw;  // the op's program failed: its own error
-    }
-    if (found == ops::kNoIndexOutOfRange) continue;
-    keep_pending();
-    RaiseOutOfRange(*check.op, found, check.dim, check.size,
-                    "\n(a device-side index check of " + *check.site +
-                        ", reported at this later synchronization as CUDA reports a device-side "
-                        "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
-  }
-  keep_pending();
-}
+void RaiseFailedIndexChecks() { ReadIndexChecks(/*raise=*/true); }
 
 }  // namespace torch_tpu::aten

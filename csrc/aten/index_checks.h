@@ -2,9 +2,9 @@
 // it (a write), where the CPU raises and CUDA trips a device-side assert. Two checks raise the
 // CPU's error instead:
 // - debug mode (blocking, errors at their source) reads the index tensors back at the op;
-// - the other modes record, beside each index op, a 0-d value the device computes with the op (its
-//   first index out of range, if any), and read those back at the next synchronization (a host
-//   read, synchronize), as CUDA reports a device-side assert. No index tensor is read back.
+// - the other modes record, beside each index op, a 0-d value the device computes with the op
+//   (its greatest index out of range, if any), and read those back at the next synchronization (a
+//   host read, synchronize), as CUDA reports a device-side assert. No index tensor is read back.
 // Inside deferred scopes (a compiled graph's trace, an optimizer step) neither runs: the indices
 // may not exist yet, and a compiled graph's plan launches its program again without recording.
 #pragma once
