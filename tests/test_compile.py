@@ -507,6 +507,24 @@ def test_compiled_gpt2_training_step_matches_eager():
         assert_close(p, p_eager.cpu(), rtol=1e-4, atol=1e-5)
 
 
+def test_a_compiled_graph_checks_its_indices_on_every_call():
+    # The graph's plan launches its program again without recording: its checks still come back.
+    def select_twice(x, index):
+        return x.index_select(0, index) * 2
+
+    compiled = torch.compile(select_twice, backend="tpu")
+    x = make((5,)).to(TPU)
+    for _ in range(3):
+        index = torch.randint(0, 5, (3,))
+        assert_close(compiled(x, index.to(TPU)), select_twice(x.cpu(), index))
+    direct = torch_tpu.metrics.snapshot()["compiled_graph_direct_calls"]
+    result = compiled(x, torch.tensor([0, 9, 4], device=TPU))
+    assert torch_tpu.metrics.snapshot()["compiled_graph_direct_calls"] == direct + 1
+    with pytest.raises(IndexError, match="index out of range in self"):
+        result.cpu()
+    torch.tpu.synchronize()
+
+
 def test_a_failing_compiled_graph_names_the_op_and_the_user_line(tmp_path):
     # From a file: Dynamo keeps no stack traces for code without one (python -c).
     script = tmp_path / "user_script.py"

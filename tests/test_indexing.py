@@ -755,12 +755,13 @@ def test_in_range_and_empty_indices_raise_nothing():
 
 @pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
 def test_a_repeated_step_with_index_checks_compiles_nothing(mode):
+    # Fused mode's cuts settle over the first steps (its loop detector); after them, nothing new.
     x = make((6, 4)).to(TPU)
     with torch_tpu.execution_mode(mode):
-        for step in range(3):
+        for step in range(6):
             index = torch.randint(0, 6, (3,)).to(TPU)
             total = x.index_select(0, index).sum() + x.gather(1, index.view(3, 1) % 4).sum()
             total.item()
-            if step == 0:
+            if step == 2:
                 compiles = torch_tpu.metrics.snapshot()["compiles"]
         assert torch_tpu.metrics.snapshot()["compiles"] == compiles

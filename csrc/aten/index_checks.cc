@@ -6,10 +6,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "aten/fallback.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
+#include "exec/graph_plan.h"
 #include "exec/pending.h"
 #include "exec/storage.h"
 
@@ -142,16 +144,32 @@ void ForEachIndex(const IndexedOp& op, const c10::FunctionSchema& schema, const 
   }
 }
 
-// A recorded device-side check: `flag` (0-d i64 on the device) holds the op's greatest index out
-// of range, or ops::kNoIndexOutOfRange.
-struct DeviceIndexCheck {
-  at::Tensor flag;
+}  // namespace
+
+struct IndexCheckReport {
   const IndexedOp* op;
   int64_t dim;
   int64_t size;
   std::shared_ptr<const std::string> site;
+};
+
+namespace {
+
+// A recorded device-side check: `flag` (0-d i64 on the device) holds the op's greatest index out
+// of range, or ops::kNoIndexOutOfRange.
+struct DeviceIndexCheck {
+  at::Tensor flag;
+  std::shared_ptr<const IndexCheckReport> report;
   std::optional<int64_t> found;  // the flag's value, once read
 };
+
+// The checks a compiled graph's capture has seen recorded on this thread.
+std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const IndexCheckReport>>>&
+CapturedChecks() {
+  thread_local std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const IndexCheckReport>>>
+      captured;
+  return captured;
+}
 
 struct DeviceIndexChecks {
   std::mutex mutex;
@@ -209,12 +227,25 @@ void ReadIndexChecks(bool raise) {
     if (!raise) return keep(check, checks.end());
     const DeviceIndexCheck failed = std::move(*check);
     keep(check + 1, checks.end());
-    RaiseOutOfRange(*failed.op, *failed.found, failed.dim, failed.size,
-                    "\n(a device-side index check of " + *failed.site +
+    const IndexCheckReport& report = *failed.report;
+    RaiseOutOfRange(*report.op, *failed.found, report.dim, report.size,
+                    "\n(a device-side index check of " + *report.site +
                         ", reported at this later synchronization as CUDA reports a device-side "
                         "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
   }
   keep(checks.end(), checks.end());
+}
+
+void Enqueue(std::vector<DeviceIndexCheck> checks) {
+  if (checks.empty()) return;
+  DeviceIndexChecks& recorded = RecordedChecks();
+  bool over = false;
+  {
+    std::lock_guard<std::mutex> lock(recorded.mutex);
+    for (DeviceIndexCheck& check : checks) recorded.recorded.push_back(std::move(check));
+    over = recorded.recorded.size() > kMaxUnreadChecks;
+  }
+  if (over) ReadIndexChecks(/*raise=*/false);
 }
 
 }  // namespace
@@ -236,7 +267,8 @@ void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack
                              const std::vector<size_t>& schema_index,
                              const ops::LoweringContext& ctx,
                              std::vector<exec::DeviceStorage*>& written) {
-  if (exec::CurrentMode() == exec::Mode::kDebug || exec::InDeferredScope()) return;
+  // Debug mode reads the indices at the op instead, except inside a deferred scope.
+  if (exec::CurrentMode() == exec::Mode::kDebug && !exec::InDeferredScope()) return;
   const IndexedOp* op = FindIndexedOp(ctx.name);
   if (op == nullptr) return;
   const c10::FunctionSchema& schema = handle.schema();
@@ -269,17 +301,25 @@ void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack
         WriteTensor(flag, out_of_range);
         written.push_back(StorageOf(flag));
         if (site == nullptr) site = RecordingSite(handle);
-        checks.push_back(DeviceIndexCheck{std::move(flag), op, dim, size, site, std::nullopt});
+        auto report =
+            std::make_shared<const IndexCheckReport>(IndexCheckReport{op, dim, size, site});
+        if (exec::ActiveGraphCapture() != nullptr) {
+          CapturedChecks().emplace_back(StorageOf(flag), report);
+        }
+        checks.push_back(DeviceIndexCheck{std::move(flag), std::move(report), std::nullopt});
       });
-  if (checks.empty()) return;
-  DeviceIndexChecks& recorded = RecordedChecks();
-  bool over = false;
-  {
-    std::lock_guard<std::mutex> lock(recorded.mutex);
-    for (DeviceIndexCheck& check : checks) recorded.recorded.push_back(std::move(check));
-    over = recorded.recorded.size() > kMaxUnreadChecks;
-  }
-  if (over) ReadIndexChecks(/*raise=*/false);
+  Enqueue(std::move(checks));
+}
+
+std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const IndexCheckReport>>>
+TakeCapturedIndexChecks() {
+  return std::exchange(CapturedChecks(), {});
+}
+
+void AddIndexCheck(at::Tensor value, std::shared_ptr<const IndexCheckReport> report) {
+  std::vector<DeviceIndexCheck> checks;
+  checks.push_back(DeviceIndexCheck{std::move(value), std::move(report), std::nullopt});
+  Enqueue(std::move(checks));
 }
 
 void RaiseFailedIndexChecks() { ReadIndexChecks(/*raise=*/true); }

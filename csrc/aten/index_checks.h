@@ -5,13 +5,17 @@
 // - the other modes record, beside each index op, a 0-d value the device computes with the op
 //   (its greatest index out of range, if any), and read those back at the next synchronization (a
 //   host read, synchronize), as CUDA reports a device-side assert. No index tensor is read back.
-// Inside deferred scopes (a compiled graph's trace, an optimizer step) neither runs: the indices
-// may not exist yet, and a compiled graph's plan launches its program again without recording.
+// Inside deferred scopes (a compiled graph's trace, an optimizer step) the indices may not exist
+// yet, so debug mode checks there on the device too. A compiled graph's plan, which launches its
+// program again without recording, reports its checks' new values like recorded ones.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/lowering.h"
@@ -34,6 +38,18 @@ void RecordDeviceIndexChecks(const c10::OperatorHandle& op, const c10::Stack& ar
                              const std::vector<size_t>& schema_index,
                              const ops::LoweringContext& ctx,
                              std::vector<exec::DeviceStorage*>& written);
+
+// What a failed check reports: the op's error, the dim and size it names, and the op's site.
+struct IndexCheckReport;
+
+// The checks recorded on this thread while a compiled graph was captured (exec/graph_plan.h) since
+// the last call: each one's storage, which the graph's program writes, and its report.
+std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const IndexCheckReport>>>
+TakeCapturedIndexChecks();
+
+// A check's new value (a 0-d i64 tpu tensor) from a replay of a compiled graph's program, read
+// back and reported like a recorded check.
+void AddIndexCheck(at::Tensor value, std::shared_ptr<const IndexCheckReport> report);
 
 // Reads back the checks whose programs have been launched (waiting for them) and raises the first
 // one that found an index out of range, with the CPU's error and the op's site; the checks it read

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "aten/index_checks.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "exec/graph_plan.h"
@@ -58,6 +59,12 @@ struct OutputSpec {
   int index = 0;  // kResult: the program result; kInput: the tpu input sharing its storage
   Layout layout;
   py::object object;
+};
+
+// A program result that is an index check's value (aten/index_checks.h), not an output.
+struct CheckSpec {
+  int result = 0;
+  std::shared_ptr<const aten::IndexCheckReport> report;
 };
 
 bool IsTpuTensor(py::handle h) {
@@ -128,11 +135,12 @@ at::Tensor TensorOver(const c10::Storage& storage, const Layout& layout) {
 class CompiledGraphPlan {
  public:
   CompiledGraphPlan(exec::GraphPlan plan, std::vector<InputSpec> inputs,
-                    std::vector<OutputSpec> outputs, bool tuple, std::vector<int> sharing,
-                    std::vector<size_t> input_arg)
+                    std::vector<OutputSpec> outputs, std::vector<CheckSpec> checks, bool tuple,
+                    std::vector<int> sharing, std::vector<size_t> input_arg)
       : plan_(std::move(plan)),
         inputs_(std::move(inputs)),
         outputs_(std::move(outputs)),
+        checks_(std::move(checks)),
         tuple_(tuple),
         sharing_(std::move(sharing)),
         input_arg_(std::move(input_arg)),
@@ -189,6 +197,10 @@ class CompiledGraphPlan {
       aten::StorageOf(fresh[r])->SetBuffer(results[r], plan_.result_dtype[r]);
     }
     aten::SetCurrentDeviceIndex(saved);
+    for (const CheckSpec& check : checks_) {
+      aten::AddIndexCheck(TensorOver(fresh[check.result], Layout{{}, {}, 0, at::kLong}),
+                          check.report);
+    }
     py::list outputs(outputs_.size());
     for (size_t o = 0; o < outputs_.size(); ++o) {
       const OutputSpec& spec = outputs_[o];
@@ -243,6 +255,7 @@ class CompiledGraphPlan {
   exec::GraphPlan plan_;
   std::vector<InputSpec> inputs_;
   std::vector<OutputSpec> outputs_;
+  std::vector<CheckSpec> checks_;
   bool tuple_;
   std::vector<int> sharing_;       // SharingPattern of the tpu inputs
   std::vector<size_t> input_arg_;  // per tpu input: its position among the arguments
@@ -278,6 +291,7 @@ class CompiledGraphCapture {
       inputs_.push_back(std::move(spec));
     }
     storages_ = storages;
+    aten::TakeCapturedIndexChecks();  // another capture's, abandoned
     capture_ = std::make_unique<exec::GraphCapture>(std::move(storages));
   }
 
@@ -286,6 +300,7 @@ class CompiledGraphCapture {
     std::vector<exec::DeviceStorage*> results;
     std::optional<exec::GraphPlan> plan = capture_->Finish(&results);
     capture_.reset();
+    const auto captured_checks = aten::TakeCapturedIndexChecks();
     if (!plan || !usable_) return py::none();
     const bool tuple = py::isinstance<py::tuple>(outputs);
     if (!tuple && !py::isinstance<py::list>(outputs)) return py::none();
@@ -319,16 +334,24 @@ class CompiledGraphCapture {
       }
       specs.push_back(std::move(spec));
     }
+    std::vector<CheckSpec> checks;
     for (size_t r = 0; r < results.size(); ++r) {
+      if (plan->result_input[r] >= 0 || result_used[r]) continue;
+      auto check = std::find_if(captured_checks.begin(), captured_checks.end(),
+                                [&](const auto& c) { return c.first == results[r]; });
       // A new value no output holds was kept alive by something else: not replayable.
-      if (plan->result_input[r] < 0 && !result_used[r]) return py::none();
+      if (check == captured_checks.end()) return py::none();
+      checks.push_back(CheckSpec{static_cast<int>(r), check->second});
     }
     return py::cast(std::make_shared<CompiledGraphPlan>(std::move(*plan), std::move(inputs_),
-                                                        std::move(specs), tuple,
+                                                        std::move(specs), std::move(checks), tuple,
                                                         SharingPattern(storages_), input_arg_));
   }
 
-  void Abandon() { capture_.reset(); }
+  void Abandon() {
+    capture_.reset();
+    aten::TakeCapturedIndexChecks();
+  }
 
  private:
   std::vector<InputSpec> inputs_;
