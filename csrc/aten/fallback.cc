@@ -52,6 +52,7 @@ std::string LoweringName(const c10::OperatorName& name) {
 struct ResolvedOp {
   std::string name;
   ops::Lowering lowering = nullptr;
+  bool indexes = false;  // an index op, whose indices are checked (index_checks.h)
 };
 
 // Null when the op has no lowering.
@@ -62,7 +63,8 @@ const ResolvedOp* Resolve(const c10::OperatorHandle& op) {
   std::string name = LoweringName(op.operator_name());
   const ops::Lowering lowering = ops::FindLowering(name);
   if (lowering == nullptr) return nullptr;
-  return &resolved.emplace(key, ResolvedOp{std::move(name), lowering}).first->second;
+  const bool indexes = IsIndexedOp(name);
+  return &resolved.emplace(key, ResolvedOp{std::move(name), lowering, indexes}).first->second;
 }
 
 std::string QualifiedName(const c10::OperatorHandle& op) {
@@ -657,9 +659,10 @@ std::vector<size_t> ReadArguments(const c10::OperatorHandle& op, const c10::Stac
 // 4. Lower, then write each result through its output's view (a growing result as its padded
 // layout when the output can take it). False: the lowering cannot take these arguments and the
 // CPU must run the op.
-bool LowerAndWrite(const c10::OperatorHandle& op, ops::Lowering lowering, const c10::Stack& args,
-                   const std::vector<size_t>& schema_index, const std::vector<at::Tensor>& targets,
-                   ops::LoweringContext& ctx, const c10::Stack& stack, size_t begin) {
+bool LowerAndWrite(const c10::OperatorHandle& op, const ResolvedOp& resolved,
+                   const c10::Stack& args, const std::vector<size_t>& schema_index,
+                   const std::vector<at::Tensor>& targets, ops::LoweringContext& ctx,
+                   const c10::Stack& stack, size_t begin) {
   // Deferred nodes remember what recorded them, to be named if their program fails.
   std::optional<ir::RecordingOrigin> origin;
   if (exec::Deferring()) origin.emplace(RecordingSite(op));
@@ -668,8 +671,8 @@ bool LowerAndWrite(const c10::OperatorHandle& op, ops::Lowering lowering, const 
     if (HasComplex(ctx) && !ComplexUnchecked() && !ops::AcceptsComplex(ctx.name)) {
       throw ops::UnsupportedError("complex64 is not supported by this op on tpu yet");
     }
-    results = lowering(ctx);
-    ops::LowerGrowing(ctx, lowering, results);
+    results = resolved.lowering(ctx);
+    ops::LowerGrowing(ctx, resolved.lowering, results);
   } catch (const ops::UnsupportedError& e) {
     // The lowering exists but not for these arguments: the same path as a missing op.
     if (CpuFallbackEnabled()) return false;
@@ -695,7 +698,7 @@ bool LowerAndWrite(const c10::OperatorHandle& op, ops::Lowering lowering, const 
     WriteTensor(target, WithLazyBits(target, value));
     written.push_back(StorageOf(target));
   }
-  RecordDeviceIndexChecks(op, args, schema_index, ctx, written);
+  if (resolved.indexes) RecordDeviceIndexChecks(op, args, schema_index, ctx, written);
   if (exec::DetectingLoops()) exec::NoteRecordedOp(StructuralHash(ctx.name, ctx));
   FinishWrites(written);
   return true;
@@ -753,7 +756,7 @@ void Record(const c10::OperatorHandle& op, const ResolvedOp& resolved, const c10
   if (any_elements) {
     const bool lowered = Translate([&] {
       const std::vector<size_t> schema_index = ReadArguments(op, args, device, ctx);
-      return LowerAndWrite(op, resolved.lowering, args, schema_index, targets, ctx, *stack, begin);
+      return LowerAndWrite(op, resolved, args, schema_index, targets, ctx, *stack, begin);
     });
     if (!lowered) return CpuFallback(op, stack);
   }
@@ -795,7 +798,7 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
   const std::shared_ptr<const MetaOutputs> meta_outputs = RunMeta(op, args, *stack, begin);
   if (!meta_outputs) return CpuFallback(op, stack);
-  CheckIndicesInDebugMode(lowering_name, schema, args);
+  if (resolved->indexes) CheckIndicesInDebugMode(lowering_name, schema, args);
   Record(op, *resolved, args, *meta_outputs, device, stack, begin);
 }
 

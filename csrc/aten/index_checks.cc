@@ -250,6 +250,10 @@ void Enqueue(std::vector<DeviceIndexCheck> checks) {
 
 }  // namespace
 
+bool IsIndexedOp(const std::string& lowering_name) {
+  return FindIndexedOp(lowering_name) != nullptr;
+}
+
 void CheckIndicesInDebugMode(const std::string& lowering_name, const c10::FunctionSchema& schema,
                              const c10::Stack& args) {
   // Inside a deferred scope (a compiled graph's trace, an optimizer step) the indices may not

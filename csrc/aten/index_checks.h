@@ -26,6 +26,9 @@ class DeviceStorage;
 
 namespace torch_tpu::aten {
 
+// Whether the op (by its lowering's name) is one whose indices these checks cover.
+bool IsIndexedOp(const std::string& lowering_name);
+
 // Raises the CPU's error when an index argument of the op (by its lowering's name) is out of
 // range; nothing outside debug mode or for other ops.
 void CheckIndicesInDebugMode(const std::string& lowering_name, const c10::FunctionSchema& schema,
