@@ -520,8 +520,11 @@ def test_a_compiled_graph_checks_its_indices_on_every_call():
     direct = torch_tpu.metrics.snapshot()["compiled_graph_direct_calls"]
     result = compiled(x, torch.tensor([0, 9, 4], device=TPU))
     assert torch_tpu.metrics.snapshot()["compiled_graph_direct_calls"] == direct + 1
-    with pytest.raises(IndexError, match="index out of range in self"):
+    with pytest.raises(IndexError, match="index out of range in self") as raised:
         result.cpu()
+    # The check names the user's line that the graph came from, not the graph's generated code.
+    line = select_twice.__code__.co_firstlineno + 1
+    assert f"{__file__}:{line} (return x.index_select(0, index) * 2)" in str(raised.value)
     torch.tpu.synchronize()
 
 

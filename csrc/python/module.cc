@@ -109,7 +109,7 @@ const std::optional<std::string>& UserPath(SourceTables& tables, PyCodeObject* c
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   std::string path = file != nullptr ? file : "";
   // An FX graph's generated code ("<eval_with_key>.N from .../torch/fx/...") is where a
-  // compiled graph recorded an op; torch_tpu._compile maps its line to the user's.
+  // compiled graph recorded an op; GraphSourceLine maps its line to the user's.
   const bool graph_code = path.rfind("<eval_with_key>", 0) == 0;
   if (graph_code) path = path.substr(0, path.find(' '));
   if (graph_code || (path.find("/torch/") == std::string::npos &&
@@ -117,6 +117,20 @@ const std::optional<std::string>& UserPath(SourceTables& tables, PyCodeObject* c
     entry->second = std::move(path);
   }
   return entry->second;
+}
+
+// The user's line behind a line of a compiled graph's generated code (torch_tpu._compile keeps
+// the graphs and Dynamo's stack traces), or none: not graph code, or no trace kept.
+std::optional<std::string> GraphSourceLine(const std::string& path, int line) {
+  if (path.rfind("<eval_with_key>", 0) != 0) return std::nullopt;
+  try {
+    py::object found = py::module_::import("torch_tpu._compile.dynamo_backend")
+                           .attr("_graph_source_line")(path, line);
+    if (!found.is_none()) return found.cast<std::string>();
+  } catch (const py::error_already_set&) {
+    // A location is a convenience of the message; the generated one is kept instead.
+  }
+  return std::nullopt;
 }
 
 // torch's bindings release the GIL around ops, so it is taken back to read the thread's frame;
@@ -134,8 +148,10 @@ exec::SourceLocation PythonSourceLocation() {
       const int instruction = PyFrame_GetLasti(frame);
       exec::SourceLocation& line = tables->lines[CodeSite{code, instruction}];
       if (line == nullptr) {
+        const int number = PyCode_Addr2Line(code, instruction);
+        std::optional<std::string> user_line = GraphSourceLine(*path, number);
         line = std::make_shared<const std::string>(
-            *path + ":" + std::to_string(PyCode_Addr2Line(code, instruction)));
+            user_line ? std::move(*user_line) : *path + ":" + std::to_string(number));
       }
       location = line;
     }

@@ -17,6 +17,7 @@ import linecache
 import os
 import re
 import warnings
+import weakref
 
 import torch
 
@@ -55,41 +56,38 @@ def _has_dynamic_shapes(example_inputs) -> bool:
     return False
 
 
-_GRAPH_LOCATION = re.compile(r"(?P<file><eval_with_key>\.\d+):(?P<line>\d+)")
+# The compiled graphs, for _graph_source_line; weak, so a dropped graph is not kept alive.
+_GRAPH_MODULES: weakref.WeakSet = weakref.WeakSet()
 
 
-def _user_location(graph_module: torch.fx.GraphModule, match: re.Match) -> str:
-    """The user's source line behind a line of the graph's generated code, from the stack trace
-    Dynamo keeps on each FX node; the generated location itself when there is none."""
+def _graph_module_of(path: str) -> torch.fx.GraphModule | None:
+    """The graph whose generated code has the file name `path` ("<eval_with_key>.N"). Looked up
+    by its current code: a lazily compiled graph gets its code at its first call."""
+    for graph_module in list(_GRAPH_MODULES):
+        if graph_module.forward.__code__.co_filename.split(" ", 1)[0] == path:
+            return graph_module
+    return None
+
+
+def _graph_source_line(path: str, line: int) -> str | None:
+    """The user's source line behind a line of a compiled graph's generated code, from the stack
+    trace Dynamo keeps on each FX node, or None when there is none. The C++ side asks once per
+    recording site, so an op recorded (or an index checked) by a graph names the user's line."""
+    graph_module = _graph_module_of(path)
+    if graph_module is None:
+        return None
     code = graph_module.forward.__code__
-    lineno_map = getattr(graph_module, "_lineno_map", None)
-    if match["file"] != code.co_filename.split(" ", 1)[0] or not lineno_map:
-        return match[0]
-    index = lineno_map.get(int(match["line"]) - code.co_firstlineno)
+    index = getattr(graph_module, "_lineno_map", None) or {}
+    index = index.get(line - code.co_firstlineno)
     nodes = list(graph_module.graph.nodes)
     if index is None or index >= len(nodes):
-        return match[0]
-    node = nodes[index]
-    frames = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+        return None
+    frames = re.findall(r'File "([^"]+)", line (\d+)', nodes[index].meta.get("stack_trace") or "")
     if not frames:
-        return match[0]
-    file, line = frames[-1]
-    source = linecache.getline(file, int(line)).strip()
-    return f"{file}:{line} ({source})" if source else f"{file}:{line}"
-
-
-def _raise_at_user_location(error: BaseException, graph_module: torch.fx.GraphModule):
-    """Re-raises `error` with the graph's generated-code locations in its message replaced by the
-    user's source lines."""
-    message = str(error)
-    named = _GRAPH_LOCATION.sub(lambda m: _user_location(graph_module, m), message)
-    if named == message or not isinstance(error, RuntimeError):
-        raise error
-    try:
-        renamed = type(error)(named)
-    except Exception:
-        raise error from None
-    raise renamed from error
+        return None
+    file, user_line = frames[-1]
+    source = linecache.getline(file, int(user_line)).strip()
+    return f"{file}:{user_line} ({source})" if source else f"{file}:{user_line}"
 
 
 def _dump_graph(graph_module: torch.fx.GraphModule, kind: str) -> None:
@@ -133,13 +131,10 @@ class _GraphProgram:
             try:
                 outputs = self.graph_module(*args)
                 args.clear()  # boxed: the graph's inputs are freed as soon as it is done with them
-            except BaseException as error:
+            except BaseException:
                 _C._exit_deferred("compiled graph error")  # what was recorded still runs, as eager
-                _raise_at_user_location(error, self.graph_module)
-            try:
-                _C._exit_compiled_graph()
-            except RuntimeError as error:
-                _raise_at_user_location(error, self.graph_module)
+                raise
+            _C._exit_compiled_graph()
             if capture is not None:
                 self.captures_left -= 1
                 self.plan = capture.finish(outputs)
@@ -156,6 +151,7 @@ def _program_for_graph(kind: str):
     def compiler(graph_module: torch.fx.GraphModule, example_inputs):
         if os.environ.get("TORCH_TPU_DUMP_PROGRAMS") == "1":
             _dump_graph(graph_module, kind)
+        _GRAPH_MODULES.add(graph_module)
         run = _GraphProgram(graph_module)
         run._boxed_call = True
         return run
