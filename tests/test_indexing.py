@@ -636,6 +636,13 @@ OUT_OF_RANGE_OPS = {
     "index_fill_": lambda x, i: x.index_fill_(0, i, 9.0),
     "take": lambda x, i: x.take(i),
     "put_": lambda x, i: x.put_(i, torch.ones(i.numel(), device=x.device)),
+    # Class targets (3 samples of 5 classes) and embedding_bag's indices (one bag of 3 of 5 rows).
+    "nll_loss": lambda x, i: torch.nn.functional.nll_loss(x.view(1, 5).expand(3, 5), i),
+    "cross_entropy": lambda x, i: torch.nn.functional.cross_entropy(x.view(1, 5).expand(3, 5), i, reduction="none"),
+    "nll_loss2d": lambda x, i: torch.nn.functional.nll_loss(x.view(1, 5, 1, 1).expand(1, 5, 3, 1), i.view(1, 3, 1)),
+    "multi_margin_loss": lambda x, i: torch.nn.functional.multi_margin_loss(x.view(1, 5).expand(3, 5), i),
+    "embedding_bag": lambda x, i: torch.nn.functional.embedding_bag(i, x.view(5, 1), i.new_zeros(1)),
+    "embedding_bag_max": lambda x, i: torch.nn.functional.embedding_bag(i, x.view(5, 1), i.new_zeros(1), mode="max"),
 }
 
 
@@ -663,7 +670,8 @@ def test_debug_mode_raises_the_cpu_error_for_an_index_out_of_range(op, bad):
 
 def test_strict_mode_reads_back_only_the_index_check():
     # The op waits for nothing: it reads nothing back. The next synchronization reads its
-    # device-side check, one i64, and not the index tensor.
+    # device-side check, two i64 (the first index out of range and its position), and not the
+    # index tensor.
     x, index = make((3, 5)).to(TPU), torch.tensor([4, 0, 2, 1, 3, 0, 2]).to(TPU)
     with torch_tpu.execution_mode("strict"):
         torch.tpu.synchronize()
@@ -673,7 +681,7 @@ def test_strict_mode_reads_back_only_the_index_check():
         torch.tpu.synchronize()
         after = torch_tpu.metrics.snapshot()
         assert after["transfers_to_host"] - before["transfers_to_host"] == 1
-        assert after["bytes_to_host"] - before["bytes_to_host"] == 8
+        assert after["bytes_to_host"] - before["bytes_to_host"] == 16
     assert_close(result, x.cpu().index_select(1, index.cpu()))
 
 
@@ -742,6 +750,25 @@ def test_a_failed_check_among_many_unsynchronized_ones_waits_for_the_synchroniza
         with pytest.raises(IndexError, match="index out of range in self"):
             torch.tpu.synchronize()
         torch.tpu.synchronize()
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_a_loss_checks_every_target_but_its_ignored_one(mode):
+    # The CPU skips ignore_index, in range or not; the check takes it as a runtime scalar, so a new
+    # one compiles nothing new.
+    x = make((4, 5))
+    with torch_tpu.execution_mode(mode):
+        for step, ignore_index in enumerate((-100, 12, 7)):
+            target = torch.tensor([1, ignore_index, 4, 0])
+            expected = torch.nn.functional.cross_entropy(x, target, ignore_index=ignore_index)
+            loss = torch.nn.functional.cross_entropy(x.to(TPU), target.to(TPU), ignore_index=ignore_index)
+            assert_close(loss, expected)
+            if step == 1:
+                compiles = torch_tpu.metrics.snapshot()["compiles"]
+        assert torch_tpu.metrics.snapshot()["compiles"] == compiles
+        loss = torch.nn.functional.cross_entropy(x.to(TPU), torch.tensor([1, 12, 4, 0], device=TPU), ignore_index=7)
+        with pytest.raises(IndexError, match="Target 12 is out of bounds."):
+            loss.item()
 
 
 def test_in_range_and_empty_indices_raise_nothing():

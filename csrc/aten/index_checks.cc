@@ -29,22 +29,31 @@ enum class Error {
   kInSelf,         // IndexError: index out of range in self
   kIndexCopy,      // IndexError: index_copy_(): index 7 is out of bounds for ...
   kElements,       // IndexError: out of range: tried to access index 7 on a tensor of 5 elements.
+  kTarget,         // IndexError: Target 7 is out of bounds. (nll_loss)
+  kTargetRange,    // RuntimeError: target out of range (multi_margin_loss)
+  kBagIndex,       // RuntimeError: Index 2 of input takes value 7 which is not in the valid ...
+  kBagMaxIndex,    // RuntimeError: embedding_bag: Expected idx >= 0 && idx < num_embeddings ...
 };
 
-// How an op indexes: through its "indices" list (one per leading dim), its "index" along "dim",
-// or its "index" into the flattened self.
-enum class Indexing { kIndicesList, kAlongDim, kFlat };
+// How an op indexes `indexed`: through its "indices" list (one per leading dim), its `index`
+// along "dim", its `index` into the flattened tensor, or its `index` into the class dim (1, or 0
+// for a single sample) or the first dim.
+enum class Indexing { kIndicesList, kAlongDim, kFlat, kClassDim, kFirstDim };
 
 struct IndexedOp {
   const char* lowering;
   Indexing indexing;
   Range range;
   Error error;
+  const char* indexed = "self";   // the argument indexed
+  const char* index = "index";    // the index argument (kIndicesList: "indices")
+  const char* ignored = nullptr;  // an int argument whose value is never out of range
 };
 
 constexpr IndexedOp kIndexedOps[] = {
-    {"index", Indexing::kIndicesList, Range::kWrapping, Error::kBounds},
-    {"_index_put_impl", Indexing::kIndicesList, Range::kWrapping, Error::kBounds},
+    {"index", Indexing::kIndicesList, Range::kWrapping, Error::kBounds, "self", "indices"},
+    {"_index_put_impl", Indexing::kIndicesList, Range::kWrapping, Error::kBounds, "self",
+     "indices"},
     {"index_fill", Indexing::kAlongDim, Range::kWrapping, Error::kBounds},
     {"index_select", Indexing::kAlongDim, Range::kNonNegative, Error::kInSelf},
     {"index_add", Indexing::kAlongDim, Range::kNonNegative, Error::kInSelf},
@@ -56,6 +65,18 @@ constexpr IndexedOp kIndexedOps[] = {
     {"scatter_reduce", Indexing::kAlongDim, Range::kNonNegative, Error::kBoundsRuntime},
     {"take", Indexing::kFlat, Range::kWrapping, Error::kElements},
     {"put", Indexing::kFlat, Range::kWrapping, Error::kElements},
+    // Losses over class targets: the CPU raises where CUDA asserts; a lowering that compares
+    // classes with the target would take an unknown class as none.
+    {"nll_loss_forward", Indexing::kClassDim, Range::kNonNegative, Error::kTarget, "self", "target",
+     "ignore_index"},
+    {"nll_loss2d_forward", Indexing::kClassDim, Range::kNonNegative, Error::kTarget, "self",
+     "target", "ignore_index"},
+    {"multi_margin_loss", Indexing::kClassDim, Range::kNonNegative, Error::kTargetRange, "self",
+     "target"},
+    {"_embedding_bag", Indexing::kFirstDim, Range::kNonNegative, Error::kBagIndex, "weight",
+     "indices"},
+    {"_embedding_bag_forward_only", Indexing::kFirstDim, Range::kNonNegative, Error::kBagIndex,
+     "weight", "indices"},
 };
 
 const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack& args,
@@ -65,10 +86,11 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
   return args[*index];
 }
 
-// Raises `op`'s error, the CPU's, for index `v` along dim `dim` of `size`; `context` follows it.
-[[noreturn]] void RaiseOutOfRange(const IndexedOp& op, int64_t v, int64_t dim, int64_t size,
-                                  const std::string& context = "") {
-  switch (op.error) {
+// Raises `op`'s error, the CPU's, for index `v` (at flat `position` among the op's indices)
+// along dim `dim` of `size`; `context` follows it.
+[[noreturn]] void RaiseOutOfRange(Error error, int64_t v, int64_t position, int64_t dim,
+                                  int64_t size, const std::string& context = "") {
+  switch (error) {
     case Error::kBounds:
       TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for dimension ", dim, " with size ",
                         size, context);
@@ -83,6 +105,17 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
     case Error::kElements:
       TORCH_CHECK_INDEX(false, "out of range: tried to access index ", v, " on a tensor of ", size,
                         " elements.", context);
+    case Error::kTarget:
+      TORCH_CHECK_INDEX(false, "Target ", v, " is out of bounds.", context);
+    case Error::kTargetRange:
+      TORCH_CHECK(false, "target out of range", context);
+    case Error::kBagIndex:
+      TORCH_CHECK(false, "Index ", position, " of input takes value ", v,
+                  " which is not in the valid range [0, ", size, ")", context);
+    case Error::kBagMaxIndex:
+      TORCH_CHECK(false,
+                  "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be ",
+                  v, context);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown index error kind");
 }
@@ -91,16 +124,34 @@ bool Checkable(const at::Tensor& index) {
   return index.defined() && index.numel() > 0 && at::isIntegralType(index.scalar_type(), false);
 }
 
-// Raises `op`'s error for the first index out of range along a dim of `size` elements.
-void CheckIndex(const IndexedOp& op, const at::Tensor& index, int64_t dim, int64_t size) {
+// The CPU's error for `op` called with `args`: embedding_bag's max mode has a wording of its own.
+Error ErrorOf(const IndexedOp& op, const c10::FunctionSchema& schema, const c10::Stack& args) {
+  constexpr int64_t kBagMaxMode = 2;
+  if (op.error == Error::kBagIndex && Argument(schema, args, "mode").toInt() == kBagMaxMode) {
+    return Error::kBagMaxIndex;
+  }
+  return op.error;
+}
+
+// Raises `error` for the first index out of range along a dim of `size` elements; an index equal
+// to `ignored` is never out of range.
+void CheckIndex(const IndexedOp& op, Error error, const at::Tensor& index, int64_t dim,
+                int64_t size, std::optional<int64_t> ignored) {
   if (!Checkable(index)) return;
   const at::Tensor host = index.to(at::kCPU, at::kLong).contiguous();  // a host read
   const int64_t low = op.range == Range::kWrapping ? -size : 0;
   const int64_t* values = host.const_data_ptr<int64_t>();
   for (int64_t i = 0; i < host.numel(); ++i) {
     const int64_t v = values[i];
-    if (v < low || v >= size) RaiseOutOfRange(op, v, dim, size);
+    if ((v < low || v >= size) && v != ignored) RaiseOutOfRange(error, v, i, dim, size);
   }
+}
+
+// The value of `op`'s ignored index argument, if it has one.
+std::optional<int64_t> IgnoredIndex(const IndexedOp& op, const c10::FunctionSchema& schema,
+                                    const c10::Stack& args) {
+  if (op.ignored == nullptr) return std::nullopt;
+  return Argument(schema, args, op.ignored).toInt();
 }
 
 const IndexedOp* FindIndexedOp(const std::string& lowering_name) {
@@ -116,15 +167,15 @@ const IndexedOp* FindIndexedOp(const std::string& lowering_name) {
 template <typename Check>
 void ForEachIndex(const IndexedOp& op, const c10::FunctionSchema& schema, const c10::Stack& args,
                   Check&& check) {
-  const at::Tensor& self = Argument(schema, args, "self").toTensor();
+  const at::Tensor& self = Argument(schema, args, op.indexed).toTensor();
   switch (op.indexing) {
     case Indexing::kIndicesList: {
       // The CPU's message numbers the index tensors given, not the dims they index.
       int64_t dim = 0, given = 0;
-      for (const std::optional<at::Tensor>& index :
-           Argument(schema, args, "indices").toOptionalTensorList()) {
-        if (index && index->defined() && dim < self.dim()) {
-          check(*index, "indices", static_cast<size_t>(dim), given++, self.size(dim));
+      for (const std::optional<at::Tensor>& entry :
+           Argument(schema, args, op.index).toOptionalTensorList()) {
+        if (entry && entry->defined() && dim < self.dim()) {
+          check(*entry, op.index, static_cast<size_t>(dim), given++, self.size(dim));
         }
         ++dim;
       }
@@ -134,20 +185,27 @@ void ForEachIndex(const IndexedOp& op, const c10::FunctionSchema& schema, const 
       const c10::IValue& dim_argument = Argument(schema, args, "dim");
       if (!dim_argument.isInt()) return;  // a Dimname overload (torch 2.11)
       const int64_t dim = c10::maybe_wrap_dim(dim_argument.toInt(), self.dim());
-      check(Argument(schema, args, "index").toTensor(), "index", 0, dim,
+      check(Argument(schema, args, op.index).toTensor(), op.index, 0, dim,
             self.dim() == 0 ? 1 : self.size(dim));
       break;
     }
     case Indexing::kFlat:
-      check(Argument(schema, args, "index").toTensor(), "index", 0, 0, self.numel());
+      check(Argument(schema, args, op.index).toTensor(), op.index, 0, 0, self.numel());
       break;
+    case Indexing::kClassDim:
+    case Indexing::kFirstDim: {
+      const int64_t dim = op.indexing == Indexing::kClassDim && self.dim() > 1 ? 1 : 0;
+      if (self.dim() == 0) return;  // the op's own checks reject it
+      check(Argument(schema, args, op.index).toTensor(), op.index, 0, dim, self.size(dim));
+      break;
+    }
   }
 }
 
 }  // namespace
 
 struct IndexCheckReport {
-  const IndexedOp* op;
+  Error error;
   int64_t dim;
   int64_t size;
   std::shared_ptr<const std::string> site;
@@ -155,12 +213,18 @@ struct IndexCheckReport {
 
 namespace {
 
-// A recorded device-side check: `flag` (0-d i64 on the device) holds the op's greatest index out
-// of range, or ops::kNoIndexOutOfRange.
+// What a check's value holds: the op's first index out of range and its position among the op's
+// indices, or ops::kNoIndexOutOfRange in both.
+struct FoundIndex {
+  int64_t value;
+  int64_t position;
+};
+
+// A recorded device-side check: `flag` (i64 [2] on the device) holds its FoundIndex.
 struct DeviceIndexCheck {
   at::Tensor flag;
   std::shared_ptr<const IndexCheckReport> report;
-  std::optional<int64_t> found;  // the flag's value, once read
+  std::optional<FoundIndex> found;  // the flag's value, once read
 };
 
 // The checks a compiled graph's capture has seen recorded on this thread.
@@ -214,7 +278,8 @@ void ReadIndexChecks(bool raise) {
         kept.push_back(std::move(*check));
         continue;
       }
-      int64_t found = ops::kNoIndexOutOfRange;
+      FoundIndex found{};
+      static_assert(sizeof(FoundIndex) == 2 * sizeof(int64_t));
       try {
         Translate([&] { exec::CopyToHost(*storage, &found, sizeof(found)); });
       } catch (...) {
@@ -223,12 +288,13 @@ void ReadIndexChecks(bool raise) {
       }
       check->found = found;
     }
-    if (*check->found == ops::kNoIndexOutOfRange) continue;
+    if (check->found->value == ops::kNoIndexOutOfRange) continue;
     if (!raise) return keep(check, checks.end());
     const DeviceIndexCheck failed = std::move(*check);
     keep(check + 1, checks.end());
     const IndexCheckReport& report = *failed.report;
-    RaiseOutOfRange(*report.op, *failed.found, report.dim, report.size,
+    RaiseOutOfRange(report.error, failed.found->value, failed.found->position, report.dim,
+                    report.size,
                     "\n(a device-side index check of " + *report.site +
                         ", reported at this later synchronization as CUDA reports a device-side "
                         "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
@@ -261,9 +327,11 @@ void CheckIndicesInDebugMode(const std::string& lowering_name, const c10::Functi
   if (exec::CurrentMode() != exec::Mode::kDebug || exec::InDeferredScope()) return;
   const IndexedOp* op = FindIndexedOp(lowering_name);
   if (op == nullptr) return;
+  const std::optional<int64_t> ignored = IgnoredIndex(*op, schema, args);
+  const Error error = ErrorOf(*op, schema, args);
   ForEachIndex(*op, schema, args,
                [&](const at::Tensor& index, const char*, size_t, int64_t dim, int64_t size) {
-                 CheckIndex(*op, index, dim, size);
+                 CheckIndex(*op, error, index, dim, size, ignored);
                });
 }
 
@@ -292,6 +360,14 @@ void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack
   };
   std::shared_ptr<const std::string> site;
   std::vector<DeviceIndexCheck> checks;
+  const Error error = ErrorOf(*op, schema, args);
+  // A runtime scalar, like the size: a new ignored value is not a new program.
+  ir::Value ignored;
+  if (const std::optional<int64_t> value = IgnoredIndex(*op, schema, args)) {
+    ops::Scalar scalar;
+    scalar.i = *value;
+    ignored = ScalarParameter(scalar, ir::DType::kS64);
+  }
   ForEachIndex(
       *op, schema, args,
       [&](const at::Tensor& index, const char* name, size_t entry, int64_t dim, int64_t size) {
@@ -299,14 +375,15 @@ void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack
         if (!Checkable(index) || !index.is_privateuseone() || !value) return;
         ops::Scalar extent;
         extent.i = size;
-        const ir::Value out_of_range = ops::OutOfRangeIndex(
-            value, ScalarParameter(extent, ir::DType::kS64), op->range == Range::kWrapping, grown);
-        at::Tensor flag = EmptyTpu({}, {}, at::kLong, index.device().index());
+        const ir::Value out_of_range =
+            ops::OutOfRangeIndex(value, ScalarParameter(extent, ir::DType::kS64),
+                                 op->range == Range::kWrapping, grown, ignored);
+        at::Tensor flag = EmptyTpuContiguous({2}, at::kLong, index.device().index());
         WriteTensor(flag, out_of_range);
         written.push_back(StorageOf(flag));
         if (site == nullptr) site = RecordingSite(handle);
         auto report =
-            std::make_shared<const IndexCheckReport>(IndexCheckReport{op, dim, size, site});
+            std::make_shared<const IndexCheckReport>(IndexCheckReport{error, dim, size, site});
         if (exec::ActiveGraphCapture() != nullptr) {
           CapturedChecks().emplace_back(StorageOf(flag), report);
         }

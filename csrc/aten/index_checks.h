@@ -1,10 +1,11 @@
 // Index bounds. XLA's gather and scatter clamp an index out of range into range (a read) or drop
-// it (a write), where the CPU raises and CUDA trips a device-side assert. Two checks raise the
-// CPU's error instead:
+// it (a write), and a loss that compares classes with its targets takes an unknown class as none,
+// where the CPU raises and CUDA trips a device-side assert. Two checks raise the CPU's error:
 // - debug mode (blocking, errors at their source) reads the index tensors back at the op;
-// - the other modes record, beside each index op, a 0-d value the device computes with the op
-//   (its greatest index out of range, if any), and read those back at the next synchronization (a
-//   host read, synchronize), as CUDA reports a device-side assert. No index tensor is read back.
+// - the other modes record, beside each such op, a value the device computes with the op (its
+//   first index out of range, if any, and that index's position), and read those back at the next
+//   synchronization (a host read, synchronize), as CUDA reports a device-side assert. No index
+//   tensor is read back.
 // Inside deferred scopes (a compiled graph's trace, an optimizer step) the indices may not exist
 // yet, so debug mode checks there on the device too. A compiled graph's plan, which launches its
 // program again without recording, reports its checks' new values like recorded ones.
@@ -50,8 +51,8 @@ struct IndexCheckReport;
 std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const IndexCheckReport>>>
 TakeCapturedIndexChecks();
 
-// A check's new value (a 0-d i64 tpu tensor) from a replay of a compiled graph's program, read
-// back and reported like a recorded check.
+// A check's new value (an i64 [2] tpu tensor, ops::OutOfRangeIndex) from a replay of a compiled
+// graph's program, read back and reported like a recorded check.
 void AddIndexCheck(at::Tensor value, std::shared_ptr<const IndexCheckReport> report);
 
 // Reads back the checks whose programs have been launched (waiting for them) and raises the first

@@ -147,15 +147,17 @@ class UnsupportedError : public std::runtime_error {
 
 // ---- Device-side index checks (aten/index_checks.h) ----
 
-// What OutOfRangeIndex gives when every index is in range.
+// What OutOfRangeIndex gives when every index is in range (both entries).
 inline constexpr int64_t kNoIndexOutOfRange = std::numeric_limits<int64_t>::min();
-// The greatest entry of `index` (any integer dtype) outside [-size, size) when `wrapping`
-// (negative indices count from the end), else outside [0, size), as a 0-d i64; kNoIndexOutOfRange
-// when there is none. `size` is a 0-d i64 value, so a new size does not make a new program. With
-// `grown`, the index's growing form (a grown range of positions), the check reads its padded value
-// up to its length instead, so that every length of a bucket shares the program.
+// The first entry of `index` (any integer dtype; row-major order) outside [-size, size) when
+// `wrapping` (negative indices count from the end), else outside [0, size), and its flat position
+// in `index`, as an i64 [2]: {value, position}; kNoIndexOutOfRange in both when there is none.
+// An entry equal to `ignored` (a 0-d i64 value, when given) is never out of range. `size` is a
+// 0-d i64 value, so a new size does not make a new program. With `grown`, the index's growing
+// form (a grown range of positions), the check reads its padded value up to its length instead,
+// so that every length of a bucket shares the program; positions are then the padded ones.
 Value OutOfRangeIndex(const Value& index, const Value& size, bool wrapping,
-                      const GrowingValue& grown = {});
+                      const GrowingValue& grown = {}, const Value& ignored = {});
 
 // ---- Views: reads and writes of strided views of a 1-D storage value ----
 

@@ -198,7 +198,7 @@ class CompiledGraphPlan {
     }
     aten::SetCurrentDeviceIndex(saved);
     for (const CheckSpec& check : checks_) {
-      aten::AddIndexCheck(TensorOver(fresh[check.result], Layout{{}, {}, 0, at::kLong}),
+      aten::AddIndexCheck(TensorOver(fresh[check.result], Layout{{2}, {1}, 0, at::kLong}),
                           check.report);
     }
     py::list outputs(outputs_.size());
