@@ -528,6 +528,25 @@ def test_a_compiled_graph_checks_its_indices_on_every_call():
     torch.tpu.synchronize()
 
 
+def test_a_compiled_graph_checks_argument_values_on_every_call():
+    # binary_cross_entropy's input must be in [0, 1]: the plan's launches check it, as eager does.
+    def loss(x, y):
+        return torch.nn.functional.binary_cross_entropy(x, y)
+
+    compiled = torch.compile(loss, backend="tpu")
+    y = torch.rand(6).round()
+    for _ in range(3):
+        x = torch.rand(6) * 0.9 + 0.05
+        assert_close(compiled(x.to(TPU), y.to(TPU)), loss(x, y))
+    direct = torch_tpu.metrics.snapshot()["compiled_graph_direct_calls"]
+    x[2] = 1.5
+    result = compiled(x.to(TPU), y.to(TPU))
+    assert torch_tpu.metrics.snapshot()["compiled_graph_direct_calls"] == direct + 1
+    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+        result.cpu()
+    torch.tpu.synchronize()
+
+
 def test_a_failing_compiled_graph_names_the_op_and_the_user_line(tmp_path):
     # From a file: Dynamo keeps no stack traces for code without one (python -c).
     script = tmp_path / "user_script.py"

@@ -1,10 +1,9 @@
 """Indexing and tensor manipulation (cat/stack, flip, roll, tril/triu, index, index_put,
 index_select, gather, scatter*, take, put, index_add/copy/fill) against PyTorch on the CPU.
 
-Indices are in range except in the out-of-range tests: on the device they are data. Debug mode
-reads them back and raises the CPU's error at the op; the other modes check them on the device
-with the op and raise the CPU's error at the next synchronization, as CUDA reports a device-side
-assert (csrc/aten/index_checks.h). ``x[mask] = values`` cannot check that ``values`` has one entry
+Indices are in range except in the out-of-range tests: on the device they are data. The device
+checks them with the op; debug mode raises the CPU's error at the op, the other modes at the next
+synchronization, as CUDA reports a device-side assert (csrc/aten/device_checks.h). ``x[mask] = values`` cannot check that ``values`` has one entry
 per selected element.
 """
 
@@ -620,7 +619,7 @@ def test_cpu_index_tensors_are_accepted_as_on_cuda():
         x.to(TPU).index_put_((rows,), values)
 
 
-# Out-of-range indices: debug mode reads them back and raises the CPU's error at the op. The CPU's
+# Out-of-range indices: debug mode raises the CPU's error at the op. The CPU's
 # wording depends on its kernel's path (index_select along dim 1 of a matrix has another), so the
 # ops index a vector, or a matrix through two index tensors.
 OUT_OF_RANGE_OPS = {
@@ -666,6 +665,18 @@ def test_debug_mode_raises_the_cpu_error_for_an_index_out_of_range(op, bad):
             assert str(raised.value).splitlines()[0] == str(expected).splitlines()[0]
         else:
             assert_close(fn(x.to(TPU), index.to(TPU)), expected)
+
+
+def test_debug_mode_raises_before_an_in_place_op_writes():
+    # Nothing is lost: the CPU raises before it writes, and so does debug mode.
+    x = make((5,))
+    target = x.to(TPU)
+    with torch_tpu.execution_mode("debug"):
+        with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 5"):
+            target.index_put_((torch.tensor([1, 7], device=TPU),), torch.tensor(9.0, device=TPU))
+        with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 0 with size 5"):
+            target.scatter_(0, torch.tensor([0, 5], device=TPU), 9.0)
+    assert_close(target, x)
 
 
 def test_strict_mode_reads_back_only_the_index_check():
@@ -716,7 +727,7 @@ def test_an_index_out_of_range_raises_the_cpu_error_at_the_next_host_read(op, ba
                 result.cpu()
             assert first_line(raised.value) == first_line(expected)
             # It names the op and the Python line that recorded it.
-            assert re.search(r"device-side index check of aten::\w+\S* at \S+\.py:\d+", str(raised.value))
+            assert re.search(r"device-side check of aten::\w+\S* at \S+\.py:\d+", str(raised.value))
             torch.tpu.synchronize()  # the check was reported once
         else:
             assert_close(result, expected)

@@ -17,8 +17,8 @@
 #include <optional>
 #include <random>
 
+#include "aten/device_checks.h"
 #include "aten/generator.h"
-#include "aten/index_checks.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "exec/graph_release.h"
@@ -294,7 +294,7 @@ void SynchronizeDevice() {
     exec::MaterializeAllPending("synchronize");
     exec::AwaitExecutions();
   });
-  RaiseFailedIndexChecks();
+  RaiseFailedDeviceChecks();
 }
 
 // ---- Generator ----

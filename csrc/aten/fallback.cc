@@ -22,8 +22,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "aten/device_checks.h"
 #include "aten/generator.h"
-#include "aten/index_checks.h"
 #include "aten/meta_cache.h"
 #include "aten/tpu_tensor.h"
 #include "exec/bucketing.h"
@@ -52,7 +52,7 @@ std::string LoweringName(const c10::OperatorName& name) {
 struct ResolvedOp {
   std::string name;
   ops::Lowering lowering = nullptr;
-  bool indexes = false;  // an index op, whose indices are checked (index_checks.h)
+  bool checked = false;  // an op with device-side checks of its arguments (device_checks.h)
 };
 
 // Null when the op has no lowering.
@@ -63,8 +63,8 @@ const ResolvedOp* Resolve(const c10::OperatorHandle& op) {
   std::string name = LoweringName(op.operator_name());
   const ops::Lowering lowering = ops::FindLowering(name);
   if (lowering == nullptr) return nullptr;
-  const bool indexes = IsIndexedOp(name);
-  return &resolved.emplace(key, ResolvedOp{std::move(name), lowering, indexes}).first->second;
+  const bool checked = IsCheckedOp(name);
+  return &resolved.emplace(key, ResolvedOp{std::move(name), lowering, checked}).first->second;
 }
 
 std::string QualifiedName(const c10::OperatorHandle& op) {
@@ -681,6 +681,8 @@ bool LowerAndWrite(const c10::OperatorHandle& op, const ResolvedOp& resolved,
   TORCH_INTERNAL_ASSERT(results.size() == targets.size(), "lowering of ", QualifiedName(op),
                         " returned ", results.size(), " values for ", targets.size(), " outputs");
   std::vector<exec::DeviceStorage*> written;
+  // Before the results: debug mode raises a failed check at the op, with nothing written.
+  if (resolved.checked) RecordDeviceChecks(op, args, schema_index, ctx, written);
   for (size_t r = 0; r < targets.size(); ++r) {
     if (!targets[r].defined() || targets[r].numel() == 0) continue;
     TORCH_INTERNAL_ASSERT(results[r].shape() == ctx.outputs[r].shape, "lowering of ",
@@ -698,7 +700,6 @@ bool LowerAndWrite(const c10::OperatorHandle& op, const ResolvedOp& resolved,
     WriteTensor(target, WithLazyBits(target, value));
     written.push_back(StorageOf(target));
   }
-  if (resolved.indexes) RecordDeviceIndexChecks(op, args, schema_index, ctx, written);
   if (exec::DetectingLoops()) exec::NoteRecordedOp(StructuralHash(ctx.name, ctx));
   FinishWrites(written);
   return true;
@@ -798,7 +799,6 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
   const std::shared_ptr<const MetaOutputs> meta_outputs = RunMeta(op, args, *stack, begin);
   if (!meta_outputs) return CpuFallback(op, stack);
-  if (resolved->indexes) CheckIndicesInDebugMode(lowering_name, schema, args);
   Record(op, *resolved, args, *meta_outputs, device, stack, begin);
 }
 

@@ -14,7 +14,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "aten/index_checks.h"
+#include "aten/device_checks.h"
 #include "exec/context.h"
 #include "exec/graph_plan.h"
 #include "exec/graph_release.h"
@@ -551,7 +551,7 @@ void CopyTpuToHost(const at::Tensor& dst, const at::Tensor& src) {
   SyncForHostRead(storage);
   at::Tensor host = at::empty(source.sizes(), source.options().device(c10::kCPU));
   Translate([&] { exec::CopyToHost(*storage, host.data_ptr(), host.nbytes()); });
-  RaiseFailedIndexChecks();  // a host read is where CUDA reports a device-side assert
+  RaiseFailedDeviceChecks();  // a host read is where CUDA reports a device-side assert
   dst.copy_(host);
 }
 

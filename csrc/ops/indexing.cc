@@ -3,7 +3,7 @@
 // index_copy, index_fill).
 //
 // Indices are data: the lowerings themselves follow XLA's gather (an index out of range is clamped
-// into range) and scatter (the update is dropped). aten/index_checks.h records OutOfRangeIndex
+// into range) and scatter (the update is dropped). aten/device_checks.h records OutOfRangeIndex
 // beside them and raises the CPU's error at the next synchronization. Negative indices wrap where
 // PyTorch accepts them (x[idx], index_put, take, put).
 #include <algorithm>
@@ -596,30 +596,5 @@ LoweringRegistrar registrar({
 });
 
 }  // namespace
-
-Value OutOfRangeIndex(const Value& index, const Value& size, bool wrapping,
-                      const GrowingValue& grown, const Value& ignored) {
-  const Value i = ToIndex(grown ? grown.padded : index);
-  const Value low = wrapping ? Neg(size) : Constant(0, DType::kS64);
-  Value out = Or(Compare(i, low, "LT"), Compare(i, size, "GE"));
-  if (ignored) out = And(out, Compare(i, ignored, "NE"));
-  if (grown) {  // the padding past the length holds no index
-    const Value position = Iota(TensorType{DType::kS64, i.shape()}, grown.dim);
-    out = And(out, Compare(position, grown.length_parameter, "LT"));
-  }
-  // The first out of range, as the CPU's loop meets it: the least flat position, then its value.
-  const Shape flat{ir::NumElements(i.shape())};
-  const Value values = Reshape(i, flat);
-  const Value positions = Iota(TensorType{DType::kS64, flat}, 0);
-  const Value none = ir::IntegerConstant(kNoIndexOutOfRange, DType::kS64);
-  const Value past_end = ir::IntegerConstant(std::numeric_limits<int64_t>::max(), DType::kS64);
-  const Value first = Reduce(Select(Reshape(out, flat), positions, BroadcastTo(past_end, flat)),
-                             {0}, "stablehlo.minimum", past_end);
-  const Value at_first = Compare(positions, first, "EQ");
-  const Value value =
-      Reduce(Select(at_first, values, BroadcastTo(none, flat)), {0}, "stablehlo.maximum", none);
-  const Value position = Select(Compare(first, past_end, "EQ"), none, first);
-  return Concatenate({Reshape(value, {1}), Reshape(position, {1})}, 0);
-}
 
 }  // namespace torch_tpu::ops

@@ -145,9 +145,9 @@ class UnsupportedError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// ---- Device-side index checks (aten/index_checks.h) ----
+// ---- Device-side checks (aten/device_checks.h; ops/device_checks.cc) ----
 
-// What OutOfRangeIndex gives when every index is in range (both entries).
+// What a check gives when nothing is out of range (both entries).
 inline constexpr int64_t kNoIndexOutOfRange = std::numeric_limits<int64_t>::min();
 // The first entry of `index` (any integer dtype; row-major order) outside [-size, size) when
 // `wrapping` (negative indices count from the end), else outside [0, size), and its flat position
@@ -158,6 +158,23 @@ inline constexpr int64_t kNoIndexOutOfRange = std::numeric_limits<int64_t>::min(
 // so that every length of a bucket shares the program; positions are then the padded ones.
 Value OutOfRangeIndex(const Value& index, const Value& size, bool wrapping,
                       const GrowingValue& grown = {}, const Value& ignored = {});
+
+// What the CPU requires of a floating argument's values.
+enum class ValueDomain {
+  kUnitInterval,          // every element in [0, 1]
+  kProbabilities,         // multinomial's: entries finite and >= 0, then each row's sum > 0
+  kSampledProbabilities,  // the same checked row by row (multinomial drawing several with
+                          // replacement)
+};
+// multinomial's failures, by the CPU's wording.
+inline constexpr int64_t kNegativeProbability = 1;   // row by row: an entry < 0 or NaN
+inline constexpr int64_t kInfiniteProbability = 2;   // row by row: an entry infinite
+inline constexpr int64_t kMasslessDistribution = 3;  // a row's sum <= 0
+inline constexpr int64_t kBadProbabilities = 4;      // all entries first: any bad entry
+// {code, position} of the first element (or row) outside `domain`, in the CPU's order, as an
+// i64 [2], or kNoIndexOutOfRange in both when there is none. The code is 0 for the unit interval,
+// one of the above for probabilities.
+Value OutsideDomain(const Value& x, ValueDomain domain);
 
 // ---- Views: reads and writes of strided views of a 1-D storage value ----
 

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "aten/index_checks.h"
+#include "aten/device_checks.h"
 #include "aten/tpu_tensor.h"
 #include "exec/context.h"
 #include "exec/graph_plan.h"
@@ -61,10 +61,10 @@ struct OutputSpec {
   py::object object;
 };
 
-// A program result that is an index check's value (aten/index_checks.h), not an output.
+// A program result that is a device-side check's value (aten/device_checks.h), not an output.
 struct CheckSpec {
   int result = 0;
-  std::shared_ptr<const aten::IndexCheckReport> report;
+  std::shared_ptr<const aten::DeviceCheckReport> report;
 };
 
 bool IsTpuTensor(py::handle h) {
@@ -198,8 +198,8 @@ class CompiledGraphPlan {
     }
     aten::SetCurrentDeviceIndex(saved);
     for (const CheckSpec& check : checks_) {
-      aten::AddIndexCheck(TensorOver(fresh[check.result], Layout{{2}, {1}, 0, at::kLong}),
-                          check.report);
+      aten::AddDeviceCheck(TensorOver(fresh[check.result], Layout{{2}, {1}, 0, at::kLong}),
+                           check.report);
     }
     py::list outputs(outputs_.size());
     for (size_t o = 0; o < outputs_.size(); ++o) {
@@ -291,7 +291,7 @@ class CompiledGraphCapture {
       inputs_.push_back(std::move(spec));
     }
     storages_ = storages;
-    aten::TakeCapturedIndexChecks();  // another capture's, abandoned
+    aten::TakeCapturedDeviceChecks();  // another capture's, abandoned
     capture_ = std::make_unique<exec::GraphCapture>(std::move(storages));
   }
 
@@ -300,7 +300,7 @@ class CompiledGraphCapture {
     std::vector<exec::DeviceStorage*> results;
     std::optional<exec::GraphPlan> plan = capture_->Finish(&results);
     capture_.reset();
-    const auto captured_checks = aten::TakeCapturedIndexChecks();
+    const auto captured_checks = aten::TakeCapturedDeviceChecks();
     if (!plan || !usable_) return py::none();
     const bool tuple = py::isinstance<py::tuple>(outputs);
     if (!tuple && !py::isinstance<py::list>(outputs)) return py::none();
@@ -350,7 +350,7 @@ class CompiledGraphCapture {
 
   void Abandon() {
     capture_.reset();
-    aten::TakeCapturedIndexChecks();
+    aten::TakeCapturedDeviceChecks();
   }
 
  private:

@@ -72,7 +72,7 @@ def _graph_module_of(path: str) -> torch.fx.GraphModule | None:
 def _graph_source_line(path: str, line: int) -> str | None:
     """The user's source line behind a line of a compiled graph's generated code, from the stack
     trace Dynamo keeps on each FX node, or None when there is none. The C++ side asks once per
-    recording site, so an op recorded (or an index checked) by a graph names the user's line."""
+    recording site, so an op recorded (or a device-side check) by a graph names the user's line."""
     graph_module = _graph_module_of(path)
     if graph_module is None:
         return None

@@ -1,4 +1,4 @@
-#include "aten/index_checks.h"
+#include "aten/device_checks.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -33,6 +33,11 @@ enum class Error {
   kTargetRange,    // RuntimeError: target out of range (multi_margin_loss)
   kBagIndex,       // RuntimeError: Index 2 of input takes value 7 which is not in the valid ...
   kBagMaxIndex,    // RuntimeError: embedding_bag: Expected idx >= 0 && idx < num_embeddings ...
+  // Value domains (the entry's value is 0, its position the first bad element's):
+  kInputNotUnit,   // RuntimeError: all elements of input should be between 0 and 1
+  kTargetNotUnit,  // RuntimeError: all elements of target should be between 0 and 1
+  kBernoulliP,     // RuntimeError: Expected p_in >= 0 && p_in <= 1 to be true, but got false.
+  kMultinomial,    // RuntimeError: by the value's code (ops::kNegativeProbability, ...)
 };
 
 // How an op indexes `indexed`: through its "indices" list (one per leading dim), its `index`
@@ -79,6 +84,22 @@ constexpr IndexedOp kIndexedOps[] = {
      "weight", "indices"},
 };
 
+// Arguments whose values the CPU checks against a domain (where CUDA asserts on the device).
+struct DomainCheck {
+  const char* lowering;
+  const char* argument;  // a tensor argument; bernoulli's p is `self` in the overloads without p
+  ops::ValueDomain domain;
+  Error error;
+};
+
+constexpr DomainCheck kDomainChecks[] = {
+    {"binary_cross_entropy", "self", ops::ValueDomain::kUnitInterval, Error::kInputNotUnit},
+    {"binary_cross_entropy", "target", ops::ValueDomain::kUnitInterval, Error::kTargetNotUnit},
+    {"bernoulli", "p", ops::ValueDomain::kUnitInterval, Error::kBernoulliP},
+    // Or kSampledProbabilities (DomainOf).
+    {"multinomial", "self", ops::ValueDomain::kProbabilities, Error::kMultinomial},
+};
+
 const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack& args,
                             const char* name) {
   const std::optional<int> index = schema.argumentIndexWithName(name);
@@ -116,12 +137,43 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
       TORCH_CHECK(false,
                   "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be ",
                   v, context);
+    case Error::kInputNotUnit:
+      TORCH_CHECK(false, "all elements of input should be between 0 and 1", context);
+    case Error::kTargetNotUnit:
+      TORCH_CHECK(false, "all elements of target should be between 0 and 1", context);
+    case Error::kBernoulliP:
+      TORCH_CHECK(false,
+                  "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
+                  "message be improved?  If so, please report an enhancement request to PyTorch.)",
+                  context);
+    case Error::kMultinomial:
+      TORCH_CHECK(v != ops::kNegativeProbability,
+                  "invalid multinomial distribution (encountering probability entry < 0)", context);
+      TORCH_CHECK(v != ops::kInfiniteProbability,
+                  "invalid multinomial distribution (encountering probability entry = infinity or "
+                  "NaN)",
+                  context);
+      TORCH_CHECK(v != ops::kMasslessDistribution,
+                  "invalid multinomial distribution (sum of probabilities <= 0)", context);
+      TORCH_CHECK(false, "probability tensor contains either `inf`, `nan` or element < 0", context);
   }
-  TORCH_INTERNAL_ASSERT(false, "unknown index error kind");
+  TORCH_INTERNAL_ASSERT(false, "unknown device check error kind");
 }
 
 bool Checkable(const at::Tensor& index) {
   return index.defined() && index.numel() > 0 && at::isIntegralType(index.scalar_type(), false);
+}
+
+// The domain `check` requires of the op called with `args`.
+ops::ValueDomain DomainOf(const DomainCheck& check, const c10::FunctionSchema& schema,
+                          const c10::Stack& args) {
+  // The CPU draws one sample, or any without replacement, on a path that checks every entry first.
+  if (check.domain == ops::ValueDomain::kProbabilities &&
+      Argument(schema, args, "replacement").toBool() &&
+      Argument(schema, args, "num_samples").toInt() > 1) {
+    return ops::ValueDomain::kSampledProbabilities;
+  }
+  return check.domain;
 }
 
 // The CPU's error for `op` called with `args`: embedding_bag's max mode has a wording of its own.
@@ -131,20 +183,6 @@ Error ErrorOf(const IndexedOp& op, const c10::FunctionSchema& schema, const c10:
     return Error::kBagMaxIndex;
   }
   return op.error;
-}
-
-// Raises `error` for the first index out of range along a dim of `size` elements; an index equal
-// to `ignored` is never out of range.
-void CheckIndex(const IndexedOp& op, Error error, const at::Tensor& index, int64_t dim,
-                int64_t size, std::optional<int64_t> ignored) {
-  if (!Checkable(index)) return;
-  const at::Tensor host = index.to(at::kCPU, at::kLong).contiguous();  // a host read
-  const int64_t low = op.range == Range::kWrapping ? -size : 0;
-  const int64_t* values = host.const_data_ptr<int64_t>();
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    const int64_t v = values[i];
-    if ((v < low || v >= size) && v != ignored) RaiseOutOfRange(error, v, i, dim, size);
-  }
 }
 
 // The value of `op`'s ignored index argument, if it has one.
@@ -159,6 +197,13 @@ const IndexedOp* FindIndexedOp(const std::string& lowering_name) {
     if (lowering_name == candidate.lowering) return &candidate;
   }
   return nullptr;
+}
+
+bool HasDomainChecks(const std::string& lowering_name) {
+  for (const DomainCheck& check : kDomainChecks) {
+    if (lowering_name == check.lowering) return true;
+  }
+  return false;
 }
 
 // Calls `check(index, name, entry, dim, size)` for each index tensor of the op: the tensor, the
@@ -204,7 +249,7 @@ void ForEachIndex(const IndexedOp& op, const c10::FunctionSchema& schema, const 
 
 }  // namespace
 
-struct IndexCheckReport {
+struct DeviceCheckReport {
   Error error;
   int64_t dim;
   int64_t size;
@@ -221,27 +266,28 @@ struct FoundIndex {
 };
 
 // A recorded device-side check: `flag` (i64 [2] on the device) holds its FoundIndex.
-struct DeviceIndexCheck {
+struct DeviceCheck {
   at::Tensor flag;
-  std::shared_ptr<const IndexCheckReport> report;
+  std::shared_ptr<const DeviceCheckReport> report;
   std::optional<FoundIndex> found;  // the flag's value, once read
 };
 
 // The checks a compiled graph's capture has seen recorded on this thread.
-std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const IndexCheckReport>>>&
+std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const DeviceCheckReport>>>&
 CapturedChecks() {
-  thread_local std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const IndexCheckReport>>>
+  thread_local std::vector<
+      std::pair<exec::DeviceStorage*, std::shared_ptr<const DeviceCheckReport>>>
       captured;
   return captured;
 }
 
-struct DeviceIndexChecks {
+struct DeviceCheckQueue {
   std::mutex mutex;
-  std::vector<DeviceIndexCheck> recorded;
+  std::vector<DeviceCheck> recorded;
 };
 
-DeviceIndexChecks& RecordedChecks() {
-  static auto* checks = new DeviceIndexChecks;  // never destroyed: tensors outlive exit order
+DeviceCheckQueue& RecordedChecks() {
+  static auto* checks = new DeviceCheckQueue;  // never destroyed: tensors outlive exit order
   return *checks;
 }
 
@@ -251,15 +297,15 @@ constexpr size_t kMaxUnreadChecks = 1024;
 // Reads the recorded checks whose programs have been launched, in order, and drops those that
 // passed. At the first that failed: raises its error when `raise`; otherwise keeps it, and every
 // check after it, for the next synchronization to raise (recording an op never raises another's).
-void ReadIndexChecks(bool raise) {
-  DeviceIndexChecks& recorded = RecordedChecks();
-  std::vector<DeviceIndexCheck> checks;
+void ReadDeviceChecks(bool raise) {
+  DeviceCheckQueue& recorded = RecordedChecks();
+  std::vector<DeviceCheck> checks;
   {
     std::lock_guard<std::mutex> lock(recorded.mutex);
     if (recorded.recorded.empty()) return;
     checks.swap(recorded.recorded);
   }
-  std::vector<DeviceIndexCheck> kept;
+  std::vector<DeviceCheck> kept;
   auto keep = [&](auto begin, auto end) {
     kept.insert(kept.end(), std::make_move_iterator(begin), std::make_move_iterator(end));
     std::lock_guard<std::mutex> lock(recorded.mutex);
@@ -290,59 +336,39 @@ void ReadIndexChecks(bool raise) {
     }
     if (check->found->value == ops::kNoIndexOutOfRange) continue;
     if (!raise) return keep(check, checks.end());
-    const DeviceIndexCheck failed = std::move(*check);
+    const DeviceCheck failed = std::move(*check);
     keep(check + 1, checks.end());
-    const IndexCheckReport& report = *failed.report;
+    const DeviceCheckReport& report = *failed.report;
     RaiseOutOfRange(report.error, failed.found->value, failed.found->position, report.dim,
                     report.size,
-                    "\n(a device-side index check of " + *report.site +
+                    "\n(a device-side check of " + *report.site +
                         ", reported at this later synchronization as CUDA reports a device-side "
                         "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
   }
   keep(checks.end(), checks.end());
 }
 
-void Enqueue(std::vector<DeviceIndexCheck> checks) {
+void Enqueue(std::vector<DeviceCheck> checks) {
   if (checks.empty()) return;
-  DeviceIndexChecks& recorded = RecordedChecks();
+  DeviceCheckQueue& recorded = RecordedChecks();
   bool over = false;
   {
     std::lock_guard<std::mutex> lock(recorded.mutex);
-    for (DeviceIndexCheck& check : checks) recorded.recorded.push_back(std::move(check));
+    for (DeviceCheck& check : checks) recorded.recorded.push_back(std::move(check));
     over = recorded.recorded.size() > kMaxUnreadChecks;
   }
-  if (over) ReadIndexChecks(/*raise=*/false);
+  if (over) ReadDeviceChecks(/*raise=*/false);
 }
 
 }  // namespace
 
-bool IsIndexedOp(const std::string& lowering_name) {
-  return FindIndexedOp(lowering_name) != nullptr;
+bool IsCheckedOp(const std::string& lowering_name) {
+  return FindIndexedOp(lowering_name) != nullptr || HasDomainChecks(lowering_name);
 }
 
-void CheckIndicesInDebugMode(const std::string& lowering_name, const c10::FunctionSchema& schema,
-                             const c10::Stack& args) {
-  // Inside a deferred scope (a compiled graph's trace, an optimizer step) the indices may not
-  // exist yet: reading them would cut the scope.
-  if (exec::CurrentMode() != exec::Mode::kDebug || exec::InDeferredScope()) return;
-  const IndexedOp* op = FindIndexedOp(lowering_name);
-  if (op == nullptr) return;
-  const std::optional<int64_t> ignored = IgnoredIndex(*op, schema, args);
-  const Error error = ErrorOf(*op, schema, args);
-  ForEachIndex(*op, schema, args,
-               [&](const at::Tensor& index, const char*, size_t, int64_t dim, int64_t size) {
-                 CheckIndex(*op, error, index, dim, size, ignored);
-               });
-}
-
-void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack& args,
-                             const std::vector<size_t>& schema_index,
-                             const ops::LoweringContext& ctx,
-                             std::vector<exec::DeviceStorage*>& written) {
-  // Debug mode reads the indices at the op instead, except inside a deferred scope.
-  if (exec::CurrentMode() == exec::Mode::kDebug && !exec::InDeferredScope()) return;
-  const IndexedOp* op = FindIndexedOp(ctx.name);
-  if (op == nullptr) return;
+void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& args,
+                        const std::vector<size_t>& schema_index, const ops::LoweringContext& ctx,
+                        std::vector<exec::DeviceStorage*>& written) {
   const c10::FunctionSchema& schema = handle.schema();
   // The value the lowering read for schema argument `name` (entry `entry` of a list), and its
   // growing form if it has one.
@@ -359,50 +385,87 @@ void RecordDeviceIndexChecks(const c10::OperatorHandle& handle, const c10::Stack
     return {};
   };
   std::shared_ptr<const std::string> site;
-  std::vector<DeviceIndexCheck> checks;
-  const Error error = ErrorOf(*op, schema, args);
-  // A runtime scalar, like the size: a new ignored value is not a new program.
-  ir::Value ignored;
-  if (const std::optional<int64_t> value = IgnoredIndex(*op, schema, args)) {
-    ops::Scalar scalar;
-    scalar.i = *value;
-    ignored = ScalarParameter(scalar, ir::DType::kS64);
+  std::vector<DeviceCheck> checks;
+  auto add = [&](const at::Tensor& like, const ir::Value& check, DeviceCheckReport report) {
+    at::Tensor flag = EmptyTpuContiguous({2}, at::kLong, like.device().index());
+    WriteTensor(flag, check);
+    if (site == nullptr) site = RecordingSite(handle);
+    report.site = site;
+    checks.push_back(DeviceCheck{std::move(flag),
+                                 std::make_shared<const DeviceCheckReport>(std::move(report)),
+                                 std::nullopt});
+  };
+  if (const IndexedOp* op = FindIndexedOp(ctx.name)) {
+    const Error error = ErrorOf(*op, schema, args);
+    // A runtime scalar, like the size: a new ignored value is not a new program.
+    ir::Value ignored;
+    if (const std::optional<int64_t> value = IgnoredIndex(*op, schema, args)) {
+      ops::Scalar scalar;
+      scalar.i = *value;
+      ignored = ScalarParameter(scalar, ir::DType::kS64);
+    }
+    ForEachIndex(
+        *op, schema, args,
+        [&](const at::Tensor& index, const char* name, size_t entry, int64_t dim, int64_t size) {
+          const auto [value, grown] = lowered(name, entry);
+          if (!Checkable(index) || !index.is_privateuseone() || !value) return;
+          ops::Scalar extent;
+          extent.i = size;
+          add(index,
+              ops::OutOfRangeIndex(value, ScalarParameter(extent, ir::DType::kS64),
+                                   op->range == Range::kWrapping, grown, ignored),
+              DeviceCheckReport{error, dim, size, nullptr});
+        });
   }
-  ForEachIndex(
-      *op, schema, args,
-      [&](const at::Tensor& index, const char* name, size_t entry, int64_t dim, int64_t size) {
-        const auto [value, grown] = lowered(name, entry);
-        if (!Checkable(index) || !index.is_privateuseone() || !value) return;
-        ops::Scalar extent;
-        extent.i = size;
-        const ir::Value out_of_range =
-            ops::OutOfRangeIndex(value, ScalarParameter(extent, ir::DType::kS64),
-                                 op->range == Range::kWrapping, grown, ignored);
-        at::Tensor flag = EmptyTpuContiguous({2}, at::kLong, index.device().index());
-        WriteTensor(flag, out_of_range);
-        written.push_back(StorageOf(flag));
-        if (site == nullptr) site = RecordingSite(handle);
-        auto report =
-            std::make_shared<const IndexCheckReport>(IndexCheckReport{error, dim, size, site});
-        if (exec::ActiveGraphCapture() != nullptr) {
-          CapturedChecks().emplace_back(StorageOf(flag), report);
-        }
-        checks.push_back(DeviceIndexCheck{std::move(flag), std::move(report), std::nullopt});
-      });
+  for (const DomainCheck& check : kDomainChecks) {
+    if (ctx.name != check.lowering) continue;
+    const std::optional<int> position = schema.argumentIndexWithName(check.argument);
+    const char* name = position ? check.argument : "self";
+    const c10::IValue& argument = Argument(schema, args, name);
+    // A Python number is checked by the lowering at the call.
+    if (!argument.isTensor() || argument.toTensor().numel() == 0) continue;
+    const ir::Value value = lowered(name, 0).first;
+    if (!value || !argument.toTensor().is_privateuseone()) continue;
+    add(argument.toTensor(), ops::OutsideDomain(value, DomainOf(check, schema, args)),
+        DeviceCheckReport{check.error, 0, 0, nullptr});
+  }
+  if (checks.empty()) return;
+  // Debug mode raises at the op, before its results are written, except inside a deferred scope
+  // (a compiled graph's trace, an optimizer step), which cannot run the checks yet.
+  if (exec::CurrentMode() == exec::Mode::kDebug && !exec::InDeferredScope()) {
+    std::vector<exec::DeviceStorage*> storages;
+    for (const DeviceCheck& check : checks) storages.push_back(StorageOf(check.flag));
+    FinishWrites(storages);
+    for (const DeviceCheck& check : checks) {
+      FoundIndex found{};
+      exec::CopyToHost(*StorageOf(check.flag), &found, sizeof(found));
+      if (found.value != ops::kNoIndexOutOfRange) {
+        RaiseOutOfRange(check.report->error, found.value, found.position, check.report->dim,
+                        check.report->size);
+      }
+    }
+    return;
+  }
+  for (const DeviceCheck& check : checks) {
+    written.push_back(StorageOf(check.flag));
+    if (exec::ActiveGraphCapture() != nullptr) {
+      CapturedChecks().emplace_back(StorageOf(check.flag), check.report);
+    }
+  }
   Enqueue(std::move(checks));
 }
 
-std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const IndexCheckReport>>>
-TakeCapturedIndexChecks() {
+std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const DeviceCheckReport>>>
+TakeCapturedDeviceChecks() {
   return std::exchange(CapturedChecks(), {});
 }
 
-void AddIndexCheck(at::Tensor value, std::shared_ptr<const IndexCheckReport> report) {
-  std::vector<DeviceIndexCheck> checks;
-  checks.push_back(DeviceIndexCheck{std::move(value), std::move(report), std::nullopt});
+void AddDeviceCheck(at::Tensor value, std::shared_ptr<const DeviceCheckReport> report) {
+  std::vector<DeviceCheck> checks;
+  checks.push_back(DeviceCheck{std::move(value), std::move(report), std::nullopt});
   Enqueue(std::move(checks));
 }
 
-void RaiseFailedIndexChecks() { ReadIndexChecks(/*raise=*/true); }
+void RaiseFailedDeviceChecks() { ReadDeviceChecks(/*raise=*/true); }
 
 }  // namespace torch_tpu::aten

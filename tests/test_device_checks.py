@@ -1,0 +1,153 @@
+"""Device-side checks of argument values, against PyTorch on the CPU: binary_cross_entropy's input
+and target in [0, 1], bernoulli's p in [0, 1], multinomial's probabilities. The CPU raises at the
+op and CUDA trips a device-side assert; tpu raises the CPU's error at the next synchronization
+(debug mode: at the op), and otherwise gives the CPU's results (csrc/aten/device_checks.h).
+Index bounds are in test_indexing.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TPU, assert_close, make
+
+import torch_tpu
+
+MODES = ["debug", "strict", "defer_and_fuse"]
+
+
+def bce(x, y):
+    return F.binary_cross_entropy(x, y)
+
+
+def bce_weighted(x, y):
+    return F.binary_cross_entropy(x, y, weight=torch.ones_like(x), reduction="none")
+
+
+def bce_target(x, y):
+    return F.binary_cross_entropy(y, x)  # the bad value in the target
+
+
+def bernoulli(x, _):
+    return torch.bernoulli(x)
+
+
+def bernoulli_tensor_p_(x, _):
+    return torch.zeros_like(x).bernoulli_(x)
+
+
+def multinomial(x, _):
+    return torch.multinomial(x.view(2, 3), 2, replacement=True)
+
+
+def multinomial_without_replacement(x, _):
+    return torch.multinomial(x.view(2, 3), 2)
+
+
+CHECKED = [bce, bce_weighted, bce_target, bernoulli, bernoulli_tensor_p_, multinomial, multinomial_without_replacement]
+# Per op, values that break its domain at a random one of 6 elements (others in (0.05, 0.95)).
+BAD = {
+    "bce": [1.5, -0.25, float("nan")],
+    "bernoulli": [1.5, -0.25, float("nan")],
+    "multinomial": [-0.25, float("inf"), float("nan")],
+}
+
+
+def outcome(fn, x, y):
+    try:
+        return fn(x, y)
+    except RuntimeError as error:
+        return error
+
+
+def run_and_read(fn, x, y, mode):
+    """Runs fn on tpu copies in `mode` and reads its result back: the error raised, if any."""
+    with torch_tpu.execution_mode(mode):
+        try:
+            fn(x.to(TPU), y.to(TPU)).cpu()
+        except RuntimeError as error:
+            return error
+        return None
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("bad_index", range(3))
+@pytest.mark.parametrize("fn", CHECKED, ids=lambda f: f.__name__)
+def test_a_value_outside_its_domain_raises_the_cpu_error(fn, bad_index, mode):
+    x = torch.rand(6) * 0.9 + 0.05
+    y = torch.rand(6).round()
+    family = next(k for k in BAD if fn.__name__.startswith(k))
+    x[torch.randint(0, 6, ()).item()] = BAD[family][bad_index]
+    expected = outcome(fn, x.clone(), y)
+    assert isinstance(expected, RuntimeError), "the CPU accepts it: the case tests nothing"
+    raised = run_and_read(fn, x, y, mode)
+    assert isinstance(raised, RuntimeError), f"{mode} raised nothing"
+    assert str(raised).splitlines()[0] == str(expected).splitlines()[0]
+    if mode != "debug":  # named as the op and the line that recorded it
+        assert re.search(r"device-side check of aten::\w+\S* at \S+\.py:\d+", str(raised))
+    torch.tpu.synchronize()  # reported once
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("samples, replacement", [(2, True), (1, True), (2, False)])
+@pytest.mark.parametrize("second_row", [0.3, -1.0, float("inf")])
+def test_a_distribution_with_no_mass_raises_the_cpu_error(mode, samples, replacement, second_row):
+    # The CPU checks row by row when it draws several with replacement (the first row's mass comes
+    # first), and every entry before any mass otherwise.
+    probabilities = torch.tensor([[0.0, 0.0, 0.0], [0.2, second_row, 0.5]])
+    expected = outcome(lambda p, _: torch.multinomial(p, samples, replacement), probabilities, None)
+    assert isinstance(expected, RuntimeError)
+    with torch_tpu.execution_mode(mode):
+        with pytest.raises(RuntimeError) as raised:
+            torch.multinomial(probabilities.to(TPU), samples, replacement).cpu()
+    assert str(raised.value).splitlines()[0] == str(expected).splitlines()[0]
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_values_inside_their_domains_give_the_cpu_results(mode, dtype):
+    # The domains' edges (0 and 1) included; bf16's 1.0 is 1.
+    x = (torch.rand(4, 6) * 0.9 + 0.05).to(dtype)
+    x[0, 0], x[1, 1] = 0.0, 1.0
+    y = torch.rand(4, 6).round().to(dtype)
+    with torch_tpu.execution_mode(mode):
+        loss = F.binary_cross_entropy(x.to(TPU), y.to(TPU))
+        draws = torch.bernoulli(x.to(TPU))
+        samples = torch.multinomial(x.to(TPU), 3, replacement=True)
+        assert_close(
+            loss, F.binary_cross_entropy(x, y), **({"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {})
+        )
+        assert draws[0, 0].item() == 0 and draws[1, 1].item() == 1  # p = 0 never draws, p = 1 always
+        assert samples.cpu().min() >= 0 and samples.cpu().max() < 6
+        torch.tpu.synchronize()
+
+
+def test_debug_mode_raises_before_bernoulli_writes():
+    target = make((6,)).to(TPU)
+    before = target.cpu()
+    with torch_tpu.execution_mode("debug"):
+        with pytest.raises(RuntimeError, match="Expected p_in >= 0 && p_in <= 1"):
+            target.bernoulli_(torch.full((6,), 1.5, device=TPU))
+    assert_close(target, before)
+
+
+def test_a_python_probability_is_checked_at_the_call():
+    with pytest.raises(RuntimeError, match=re.escape("bernoulli_ expects p to be in [0, 1], but got p=1.5")):
+        torch.zeros(3, device=TPU).bernoulli_(1.5)
+    torch.tpu.synchronize()
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_a_repeated_sampling_step_compiles_nothing(mode):
+    # A generate()-like loop: each step's checks are part of its program, which repeats.
+    logits = make((2, 8)).to(TPU)
+    with torch_tpu.execution_mode(mode):
+        for step in range(6):
+            probabilities = torch.softmax(logits + step, dim=-1)
+            torch.multinomial(probabilities, 1).cpu()
+            if step == 2:
+                compiles = torch_tpu.metrics.snapshot()["compiles"]
+        assert torch_tpu.metrics.snapshot()["compiles"] == compiles
