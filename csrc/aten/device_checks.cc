@@ -33,7 +33,7 @@ enum class Error {
   kTargetRange,    // RuntimeError: target out of range (multi_margin_loss)
   kBagIndex,       // RuntimeError: Index 2 of input takes value 7 which is not in the valid ...
   kBagMaxIndex,    // RuntimeError: embedding_bag: Expected idx >= 0 && idx < num_embeddings ...
-  // Value domains (the entry's value is 0, its position the first bad element's):
+  // Value domains (the value is 0, or multinomial's code; the position the first bad element's):
   kInputNotUnit,   // RuntimeError: all elements of input should be between 0 and 1
   kTargetNotUnit,  // RuntimeError: all elements of target should be between 0 and 1
   kBernoulliP,     // RuntimeError: Expected p_in >= 0 && p_in <= 1 to be true, but got false.
@@ -107,10 +107,10 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
   return args[*index];
 }
 
-// Raises `op`'s error, the CPU's, for index `v` (at flat `position` among the op's indices)
-// along dim `dim` of `size`; `context` follows it.
-[[noreturn]] void RaiseOutOfRange(Error error, int64_t v, int64_t position, int64_t dim,
-                                  int64_t size, const std::string& context = "") {
+// Raises `error`, the CPU's, for a check that found `v` (an index, or a code) at `position` (in
+// the CPU's order) of an argument indexing dim `dim` of `size`; `context` follows it.
+[[noreturn]] void RaiseFailedCheck(Error error, int64_t v, int64_t position, int64_t dim,
+                                   int64_t size, const std::string& context = "") {
   switch (error) {
     case Error::kBounds:
       TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for dimension ", dim, " with size ",
@@ -258,18 +258,18 @@ struct DeviceCheckReport {
 
 namespace {
 
-// What a check's value holds: the op's first index out of range and its position among the op's
-// indices, or ops::kNoIndexOutOfRange in both.
-struct FoundIndex {
+// What a check's value holds: the first bad element's value (an index, or a code) and its
+// position, or ops::kNoIndexOutOfRange in both (ops::OutOfRangeIndex, ops::OutsideDomain).
+struct FirstFailure {
   int64_t value;
   int64_t position;
 };
 
-// A recorded device-side check: `flag` (i64 [2] on the device) holds its FoundIndex.
+// A recorded device-side check: `flag` (i64 [2] on the device) holds its FirstFailure.
 struct DeviceCheck {
   at::Tensor flag;
   std::shared_ptr<const DeviceCheckReport> report;
-  std::optional<FoundIndex> found;  // the flag's value, once read
+  std::optional<FirstFailure> found;  // the flag's value, once read
 };
 
 // The checks a compiled graph's capture has seen recorded on this thread.
@@ -324,8 +324,8 @@ void ReadDeviceChecks(bool raise) {
         kept.push_back(std::move(*check));
         continue;
       }
-      FoundIndex found{};
-      static_assert(sizeof(FoundIndex) == 2 * sizeof(int64_t));
+      FirstFailure found{};
+      static_assert(sizeof(FirstFailure) == 2 * sizeof(int64_t));
       try {
         Translate([&] { exec::CopyToHost(*storage, &found, sizeof(found)); });
       } catch (...) {
@@ -339,11 +339,11 @@ void ReadDeviceChecks(bool raise) {
     const DeviceCheck failed = std::move(*check);
     keep(check + 1, checks.end());
     const DeviceCheckReport& report = *failed.report;
-    RaiseOutOfRange(report.error, failed.found->value, failed.found->position, report.dim,
-                    report.size,
-                    "\n(a device-side check of " + *report.site +
-                        ", reported at this later synchronization as CUDA reports a device-side "
-                        "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
+    RaiseFailedCheck(report.error, failed.found->value, failed.found->position, report.dim,
+                     report.size,
+                     "\n(a device-side check of " + *report.site +
+                         ", reported at this later synchronization as CUDA reports a device-side "
+                         "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
   }
   keep(checks.end(), checks.end());
 }
@@ -437,11 +437,11 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
     for (const DeviceCheck& check : checks) storages.push_back(StorageOf(check.flag));
     FinishWrites(storages);
     for (const DeviceCheck& check : checks) {
-      FoundIndex found{};
+      FirstFailure found{};
       exec::CopyToHost(*StorageOf(check.flag), &found, sizeof(found));
       if (found.value != ops::kNoIndexOutOfRange) {
-        RaiseOutOfRange(check.report->error, found.value, found.position, check.report->dim,
-                        check.report->size);
+        RaiseFailedCheck(check.report->error, found.value, found.position, check.report->dim,
+                         check.report->size);
       }
     }
     return;
