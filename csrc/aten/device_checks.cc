@@ -265,11 +265,11 @@ struct FirstFailure {
   int64_t position;
 };
 
-// A recorded device-side check: `flag` (i64 [2] on the device) holds its FirstFailure.
+// A recorded device-side check: `storage` (an i64 [2] on the device) holds its FirstFailure.
 struct DeviceCheck {
-  at::Tensor flag;
+  c10::Storage storage;
   std::shared_ptr<const DeviceCheckReport> report;
-  std::optional<FirstFailure> found;  // the flag's value, once read
+  std::optional<FirstFailure> found;  // the storage's value, once read
 };
 
 // The checks a compiled graph's capture has seen recorded on this thread.
@@ -314,7 +314,7 @@ void ReadDeviceChecks(bool raise) {
   };
   for (auto check = checks.begin(); check != checks.end(); ++check) {
     if (!check->found) {
-      exec::DeviceStorage* storage = StorageOf(check->flag);
+      exec::DeviceStorage* storage = StorageOf(check->storage);
       bool pending = false;
       {
         const auto lock = exec::LockStorages();  // another thread's cut may be installing it
@@ -391,7 +391,7 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
     WriteTensor(flag, check);
     if (site == nullptr) site = RecordingSite(handle);
     report.site = site;
-    checks.push_back(DeviceCheck{std::move(flag),
+    checks.push_back(DeviceCheck{flag.storage(),
                                  std::make_shared<const DeviceCheckReport>(std::move(report)),
                                  std::nullopt});
   };
@@ -434,11 +434,11 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
   // (a compiled graph's trace, an optimizer step), which cannot run the checks yet.
   if (exec::CurrentMode() == exec::Mode::kDebug && !exec::InDeferredScope()) {
     std::vector<exec::DeviceStorage*> storages;
-    for (const DeviceCheck& check : checks) storages.push_back(StorageOf(check.flag));
+    for (const DeviceCheck& check : checks) storages.push_back(StorageOf(check.storage));
     FinishWrites(storages);
     for (const DeviceCheck& check : checks) {
       FirstFailure found{};
-      exec::CopyToHost(*StorageOf(check.flag), &found, sizeof(found));
+      exec::CopyToHost(*StorageOf(check.storage), &found, sizeof(found));
       if (found.value != ops::kNoIndexOutOfRange) {
         RaiseFailedCheck(check.report->error, found.value, found.position, check.report->dim,
                          check.report->size);
@@ -447,9 +447,9 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
     return;
   }
   for (const DeviceCheck& check : checks) {
-    written.push_back(StorageOf(check.flag));
+    written.push_back(StorageOf(check.storage));
     if (exec::ActiveGraphCapture() != nullptr) {
-      CapturedChecks().emplace_back(StorageOf(check.flag), check.report);
+      CapturedChecks().emplace_back(StorageOf(check.storage), check.report);
     }
   }
   Enqueue(std::move(checks));
@@ -460,7 +460,7 @@ TakeCapturedDeviceChecks() {
   return std::exchange(CapturedChecks(), {});
 }
 
-void AddDeviceCheck(at::Tensor value, std::shared_ptr<const DeviceCheckReport> report) {
+void AddDeviceCheck(c10::Storage value, std::shared_ptr<const DeviceCheckReport> report) {
   std::vector<DeviceCheck> checks;
   checks.push_back(DeviceCheck{std::move(value), std::move(report), std::nullopt});
   Enqueue(std::move(checks));

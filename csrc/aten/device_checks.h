@@ -49,9 +49,9 @@ struct DeviceCheckReport;
 std::vector<std::pair<exec::DeviceStorage*, std::shared_ptr<const DeviceCheckReport>>>
 TakeCapturedDeviceChecks();
 
-// A check's new value (an i64 [2] tpu tensor, ops::OutOfRangeIndex) from a replay of a compiled
-// graph's program, read back and reported like a recorded check.
-void AddDeviceCheck(at::Tensor value, std::shared_ptr<const DeviceCheckReport> report);
+// A check's new value (the storage of an i64 [2], ops::OutOfRangeIndex) from a replay of a
+// compiled graph's program, read back and reported like a recorded check.
+void AddDeviceCheck(c10::Storage value, std::shared_ptr<const DeviceCheckReport> report);
 
 // Reads back the checks whose programs have been launched (waiting for them) and raises the first
 // one that found an index out of range, with the CPU's error and the op's site; the checks it read

@@ -198,8 +198,7 @@ class CompiledGraphPlan {
     }
     aten::SetCurrentDeviceIndex(saved);
     for (const CheckSpec& check : checks_) {
-      aten::AddDeviceCheck(TensorOver(fresh[check.result], Layout{{2}, {1}, 0, at::kLong}),
-                           check.report);
+      aten::AddDeviceCheck(fresh[check.result], check.report);
     }
     py::list outputs(outputs_.size());
     for (size_t o = 0; o < outputs_.size(); ++o) {
