@@ -1,5 +1,6 @@
 """Device-side checks of argument values, against PyTorch on the CPU: binary_cross_entropy's input
-and target in [0, 1], bernoulli's p in [0, 1], multinomial's probabilities. The CPU raises at the
+and target in [0, 1], bernoulli's p in [0, 1], multinomial's probabilities, and masked_scatter's
+source holding at least as many elements as its mask selects. The CPU raises at the
 op and CUDA trips a device-side assert; tpu raises the CPU's error at the next synchronization
 (debug mode: at the op), and otherwise gives the CPU's results (csrc/aten/device_checks.h).
 Index bounds are in test_indexing.py.
@@ -151,3 +152,44 @@ def test_a_repeated_sampling_step_compiles_nothing(mode):
             if step == 2:
                 compiles = torch_tpu.metrics.snapshot()["compiles"]
         assert torch_tpu.metrics.snapshot()["compiles"] == compiles
+
+
+def masked_scatter_case(selected, shortfall, broadcast):
+    """A [3, 4] tensor, a mask selecting `selected` elements of it (a [4] mask broadcast over the
+    rows when `broadcast`: 3x as many), and a source of `shortfall` fewer elements than selected."""
+    mask = torch.zeros(4 if broadcast else 12, dtype=torch.bool)
+    mask[torch.randperm(mask.numel())[:selected]] = True
+    mask = mask if broadcast else mask.view(3, 4)
+    ones = selected * (3 if broadcast else 1)
+    return make((3, 4)), mask, torch.randn(max(ones - shortfall, 0))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shortfall", [1, 4, 0, -3])  # 0 or less: enough elements
+@pytest.mark.parametrize("broadcast", [False, True], ids=["mask", "broadcast_mask"])
+def test_masked_scatter_raises_the_cpu_error_when_the_source_runs_out(mode, shortfall, broadcast):
+    x, mask, source = masked_scatter_case(torch.randint(2, 5, ()).item(), shortfall, broadcast)
+    try:
+        expected = x.masked_scatter(mask, source)
+    except RuntimeError as error:
+        expected = error
+    assert isinstance(expected, RuntimeError) == (shortfall > 0)
+    with torch_tpu.execution_mode(mode):
+        if isinstance(expected, RuntimeError):
+            with pytest.raises(RuntimeError) as raised:
+                x.to(TPU).masked_scatter(mask.to(TPU), source.to(TPU)).cpu()
+            assert str(raised.value).splitlines()[0] == str(expected).splitlines()[0]
+            if mode != "debug":
+                assert re.search(r"device-side check of aten::masked_scatter_ at \S+\.py:\d+", str(raised.value))
+            torch.tpu.synchronize()  # reported once
+        else:
+            assert_close(x.to(TPU).masked_scatter(mask.to(TPU), source.to(TPU)), expected)
+
+
+def test_debug_mode_raises_before_masked_scatter_writes():
+    x, mask, source = masked_scatter_case(3, 1, broadcast=False)
+    target = x.to(TPU)
+    with torch_tpu.execution_mode("debug"):
+        with pytest.raises(RuntimeError, match="Number of elements of source < number of ones in mask"):
+            target.masked_scatter_(mask.to(TPU), source.to(TPU))
+    assert_close(target, x)

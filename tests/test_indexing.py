@@ -640,6 +640,10 @@ OUT_OF_RANGE_OPS = {
     "cross_entropy": lambda x, i: torch.nn.functional.cross_entropy(x.view(1, 5).expand(3, 5), i, reduction="none"),
     "nll_loss2d": lambda x, i: torch.nn.functional.nll_loss(x.view(1, 5, 1, 1).expand(1, 5, 3, 1), i.view(1, 3, 1)),
     "multi_margin_loss": lambda x, i: torch.nn.functional.multi_margin_loss(x.view(1, 5).expand(3, 5), i),
+    # A sample's target classes, ended by -1 (which is never out of range); the CPU checks them all.
+    "multilabel_margin_loss": lambda x, i: torch.nn.functional.multilabel_margin_loss(
+        x, torch.cat([i, i.new_full((2,), -1)])
+    ),
     "embedding_bag": lambda x, i: torch.nn.functional.embedding_bag(i, x.view(5, 1), i.new_zeros(1)),
     "embedding_bag_max": lambda x, i: torch.nn.functional.embedding_bag(i, x.view(5, 1), i.new_zeros(1), mode="max"),
 }

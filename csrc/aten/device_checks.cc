@@ -1,7 +1,9 @@
 #include "aten/device_checks.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/WrapDimMinimal.h>
+#include <c10/util/accumulate.h>
 
 #include <memory>
 #include <mutex>
@@ -24,20 +26,22 @@ enum class Range { kWrapping, kNonNegative };  // [-n, n), or [0, n)
 
 // The CPU kernel's error, by its wording.
 enum class Error {
-  kBounds,         // IndexError: index 7 is out of bounds for dimension 0 with size 5
-  kBoundsRuntime,  // the same, as a RuntimeError (gather, scatter)
-  kInSelf,         // IndexError: index out of range in self
-  kIndexCopy,      // IndexError: index_copy_(): index 7 is out of bounds for ...
-  kElements,       // IndexError: out of range: tried to access index 7 on a tensor of 5 elements.
-  kTarget,         // IndexError: Target 7 is out of bounds. (nll_loss)
-  kTargetRange,    // RuntimeError: target out of range (multi_margin_loss)
-  kBagIndex,       // RuntimeError: Index 2 of input takes value 7 which is not in the valid ...
-  kBagMaxIndex,    // RuntimeError: embedding_bag: Expected idx >= 0 && idx < num_embeddings ...
+  kBounds,          // IndexError: index 7 is out of bounds for dimension 0 with size 5
+  kBoundsRuntime,   // the same, as a RuntimeError (gather, scatter)
+  kInSelf,          // IndexError: index out of range in self
+  kIndexCopy,       // IndexError: index_copy_(): index 7 is out of bounds for ...
+  kElements,        // IndexError: out of range: tried to access index 7 on a tensor of 5 elements.
+  kTarget,          // IndexError: Target 7 is out of bounds. (nll_loss)
+  kTargetRange,     // RuntimeError: target out of range (multi_margin_loss)
+  kTargetArgument,  // RuntimeError: argument #2 'target' is out of range (multilabel_margin_loss)
+  kBagIndex,        // RuntimeError: Index 2 of input takes value 7 which is not in the valid ...
+  kBagMaxIndex,     // RuntimeError: embedding_bag: Expected idx >= 0 && idx < num_embeddings ...
   // Value domains (the value is 0, or multinomial's code; the position the first bad element's):
-  kInputNotUnit,   // RuntimeError: all elements of input should be between 0 and 1
-  kTargetNotUnit,  // RuntimeError: all elements of target should be between 0 and 1
-  kBernoulliP,     // RuntimeError: Expected p_in >= 0 && p_in <= 1 to be true, but got false.
-  kMultinomial,    // RuntimeError: by the value's code (ops::kNegativeProbability, ...)
+  kInputNotUnit,    // RuntimeError: all elements of input should be between 0 and 1
+  kTargetNotUnit,   // RuntimeError: all elements of target should be between 0 and 1
+  kBernoulliP,      // RuntimeError: Expected p_in >= 0 && p_in <= 1 to be true, but got false.
+  kMultinomial,     // RuntimeError: by the value's code (ops::kNegativeProbability, ...)
+  kSourceTooShort,  // RuntimeError: Number of elements of source < number of ones in mask
 };
 
 // How an op indexes `indexed`: through its "indices" list (one per leading dim), its `index`
@@ -50,9 +54,10 @@ struct IndexedOp {
   Indexing indexing;
   Range range;
   Error error;
-  const char* indexed = "self";   // the argument indexed
-  const char* index = "index";    // the index argument (kIndicesList: "indices")
-  const char* ignored = nullptr;  // an int argument whose value is never out of range
+  const char* indexed = "self";    // the argument indexed
+  const char* index = "index";     // the index argument (kIndicesList: "indices")
+  const char* ignored = nullptr;   // an int argument whose value is never out of range
+  bool minus_one_ignored = false;  // -1 is never out of range (it ends a row of targets)
 };
 
 constexpr IndexedOp kIndexedOps[] = {
@@ -78,6 +83,8 @@ constexpr IndexedOp kIndexedOps[] = {
      "target", "ignore_index"},
     {"multi_margin_loss", Indexing::kClassDim, Range::kNonNegative, Error::kTargetRange, "self",
      "target"},
+    {"multilabel_margin_loss_forward", Indexing::kClassDim, Range::kNonNegative,
+     Error::kTargetArgument, "self", "target", nullptr, /*minus_one_ignored=*/true},
     {"_embedding_bag", Indexing::kFirstDim, Range::kNonNegative, Error::kBagIndex, "weight",
      "indices"},
     {"_embedding_bag_forward_only", Indexing::kFirstDim, Range::kNonNegative, Error::kBagIndex,
@@ -98,6 +105,18 @@ constexpr DomainCheck kDomainChecks[] = {
     {"bernoulli", "p", ops::ValueDomain::kUnitInterval, Error::kBernoulliP},
     // Or kSampledProbabilities (DomainOf).
     {"multinomial", "self", ops::ValueDomain::kProbabilities, Error::kMultinomial},
+};
+
+// Masks whose true entries (as broadcast to `self`) must not outnumber a source's elements.
+struct CountCheck {
+  const char* lowering;
+  const char* mask;
+  const char* source;
+  Error error;
+};
+
+constexpr CountCheck kCountChecks[] = {
+    {"masked_scatter", "mask", "source", Error::kSourceTooShort},
 };
 
 const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack& args,
@@ -130,6 +149,8 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
       TORCH_CHECK_INDEX(false, "Target ", v, " is out of bounds.", context);
     case Error::kTargetRange:
       TORCH_CHECK(false, "target out of range", context);
+    case Error::kTargetArgument:
+      TORCH_CHECK(false, "argument #2 'target' is out of range", context);
     case Error::kBagIndex:
       TORCH_CHECK(false, "Index ", position, " of input takes value ", v,
                   " which is not in the valid range [0, ", size, ")", context);
@@ -156,6 +177,8 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
       TORCH_CHECK(v != ops::kMasslessDistribution,
                   "invalid multinomial distribution (sum of probabilities <= 0)", context);
       TORCH_CHECK(false, "probability tensor contains either `inf`, `nan` or element < 0", context);
+    case Error::kSourceTooShort:
+      TORCH_CHECK(false, "Number of elements of source < number of ones in mask", context);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown device check error kind");
 }
@@ -188,6 +211,7 @@ Error ErrorOf(const IndexedOp& op, const c10::FunctionSchema& schema, const c10:
 // The value of `op`'s ignored index argument, if it has one.
 std::optional<int64_t> IgnoredIndex(const IndexedOp& op, const c10::FunctionSchema& schema,
                                     const c10::Stack& args) {
+  if (op.minus_one_ignored) return -1;
   if (op.ignored == nullptr) return std::nullopt;
   return Argument(schema, args, op.ignored).toInt();
 }
@@ -199,8 +223,11 @@ const IndexedOp* FindIndexedOp(const std::string& lowering_name) {
   return nullptr;
 }
 
-bool HasDomainChecks(const std::string& lowering_name) {
+bool HasDomainOrCountChecks(const std::string& lowering_name) {
   for (const DomainCheck& check : kDomainChecks) {
+    if (lowering_name == check.lowering) return true;
+  }
+  for (const CountCheck& check : kCountChecks) {
     if (lowering_name == check.lowering) return true;
   }
   return false;
@@ -363,7 +390,7 @@ void Enqueue(std::vector<DeviceCheck> checks) {
 }  // namespace
 
 bool IsCheckedOp(const std::string& lowering_name) {
-  return FindIndexedOp(lowering_name) != nullptr || HasDomainChecks(lowering_name);
+  return FindIndexedOp(lowering_name) != nullptr || HasDomainOrCountChecks(lowering_name);
 }
 
 void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& args,
@@ -427,6 +454,18 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
     const ir::Value value = lowered(name, 0).first;
     if (!value || !argument.toTensor().is_privateuseone()) continue;
     add(argument.toTensor(), ops::OutsideDomain(value, DomainOf(check, schema, args)),
+        DeviceCheckReport{check.error, 0, 0, nullptr});
+  }
+  for (const CountCheck& check : kCountChecks) {
+    if (ctx.name != check.lowering) continue;
+    const at::Tensor& self = Argument(schema, args, "self").toTensor();
+    const at::Tensor& mask = Argument(schema, args, check.mask).toTensor();
+    const int64_t selected = c10::multiply_integers(at::infer_size(self.sizes(), mask.sizes()));
+    const ir::Value value = lowered(check.mask, 0).first;
+    if (mask.numel() == 0 || selected == 0 || !mask.is_privateuseone() || !value) continue;
+    add(mask,
+        ops::MaskOutnumbers(value, selected / mask.numel(),
+                            Argument(schema, args, check.source).toTensor().numel()),
         DeviceCheckReport{check.error, 0, 0, nullptr});
   }
   if (checks.empty()) return;

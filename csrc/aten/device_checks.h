@@ -4,6 +4,8 @@
 //   as none.
 // - Value domains: binary_cross_entropy's input and target, bernoulli's p, multinomial's
 //   probabilities, which a lowering would take as they are.
+// - Counts: masked_scatter's mask may not select more elements than its source holds (a gather
+//   would repeat the last one).
 // Each such op records, beside itself and in its own program, an i64 [2] the device computes from
 // its arguments: the first bad element (an index's value, or 0) and its position, or
 // ops::kNoIndexOutOfRange in both. The next synchronization (a host read, synchronize) reads these

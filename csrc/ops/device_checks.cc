@@ -110,4 +110,15 @@ Value OutsideDomain(const Value& x, ValueDomain domain) {
   throw std::logic_error("OutsideDomain: unknown domain");
 }
 
+Value MaskOutnumbers(const Value& mask, int64_t copies, int64_t available) {
+  const Shape flat{ir::NumElements(mask.shape())};
+  const Value ones = Convert(Convert(Reshape(mask, flat), DType::kBool), DType::kS64);
+  const Value zero = ir::IntegerConstant(0, DType::kS64);
+  const Value count = Reshape(
+      Mul(Reduce(ones, {0}, "stablehlo.add", zero), ir::IntegerConstant(copies, DType::kS64)), {1});
+  const Value outnumbered =
+      Compare(count, Reshape(ir::IntegerConstant(available, DType::kS64), {1}), "GT");
+  return FirstFlagged(outnumbered, count, Codes(0, {1}));
+}
+
 }  // namespace torch_tpu::ops

@@ -175,6 +175,10 @@ inline constexpr int64_t kBadProbabilities = 4;      // all entries first: any b
 // i64 [2], or kNoIndexOutOfRange in both when there is none. The code is 0 for the unit interval,
 // one of the above for probabilities.
 Value OutsideDomain(const Value& x, ValueDomain domain);
+// The number of true (nonzero) entries of `mask`, each counted `copies` times (the mask as
+// broadcast to the op's shape), when it exceeds `available` (the elements a source holds), as
+// {count, 0}; kNoIndexOutOfRange in both otherwise. masked_scatter's source must not run out.
+Value MaskOutnumbers(const Value& mask, int64_t copies, int64_t available);
 
 // ---- Views: reads and writes of strided views of a 1-D storage value ----
 
