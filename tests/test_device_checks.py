@@ -1,6 +1,7 @@
 """Device-side checks of argument values, against PyTorch on the CPU: binary_cross_entropy's input
 and target in [0, 1], bernoulli's p in [0, 1], multinomial's probabilities, and masked_scatter's
-source holding at least as many elements as its mask selects. The CPU raises at the
+source holding at least as many elements as its mask selects; and the indices of max_unpool (into
+each output plane) and searchsorted's sorter. The CPU raises at the
 op and CUDA trips a device-side assert; tpu raises the CPU's error at the next synchronization
 (debug mode: at the op), and otherwise gives the CPU's results (csrc/aten/device_checks.h).
 Index bounds are in test_indexing.py.
@@ -193,3 +194,58 @@ def test_debug_mode_raises_before_masked_scatter_writes():
         with pytest.raises(RuntimeError, match="Number of elements of source < number of ones in mask"):
             target.masked_scatter_(mask.to(TPU), source.to(TPU))
     assert_close(target, x)
+
+
+def unpool2d(values, indices):
+    return F.max_unpool2d(values.view(1, 2, 2, 2), indices.view(1, 2, 2, 2), 2, output_size=(3, 5))
+
+
+def unpool3d(values, indices):
+    return F.max_unpool3d(values.view(1, 1, 2, 2, 2), indices.view(1, 1, 2, 2, 2), 2, output_size=(3, 4, 5))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("bad", [None, -1, 15, 60])
+@pytest.mark.parametrize("unpool, planes, plane", [(unpool2d, 2, 15), (unpool3d, 1, 60)], ids=["2d", "3d"])
+def test_max_unpool_raises_the_cpu_error_for_an_index_outside_its_plane(unpool, planes, plane, bad, mode):
+    # Each plane of the output holds prod(output_size) elements; indices are distinct in a plane
+    # (8 values: 2 planes of 4 in 2d, 1 plane of 8 in 3d).
+    values = torch.randn(8)
+    others = torch.tensor([i for i in range(plane) if i != bad])  # a valid `bad` repeats none
+    indices = torch.stack([others[torch.randperm(len(others))[: 8 // planes]] for _ in range(planes)]).view(8)
+    if bad is not None:
+        indices[torch.randint(0, 8, ()).item()] = bad
+    expected = outcome(unpool, values, indices)
+    assert isinstance(expected, RuntimeError) == (bad is not None and bad not in range(plane))
+    with torch_tpu.execution_mode(mode):
+        if isinstance(expected, RuntimeError):
+            with pytest.raises(RuntimeError) as raised:
+                unpool(values.to(TPU), indices.to(TPU)).cpu()
+            assert str(raised.value).splitlines()[0] == str(expected).splitlines()[0]
+            torch.tpu.synchronize()  # reported once
+        else:
+            assert_close(unpool(values.to(TPU), indices.to(TPU)), expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("bad", [None, -1, 5, 9])
+def test_searchsorted_raises_the_cpu_error_for_a_sorter_index_out_of_range(mode, bad):
+    sequence = torch.randn(2, 5)
+    sorter = sequence.argsort(dim=-1)
+    if bad is not None:
+        sorter[torch.randint(0, 2, ()).item(), torch.randint(0, 5, ()).item()] = bad
+    values = torch.randn(2, 3)
+    search = lambda s, v, o: torch.searchsorted(s, v, sorter=o)  # noqa: E731
+    try:
+        expected = search(sequence, values, sorter)
+    except RuntimeError as error:
+        expected = error
+    assert isinstance(expected, RuntimeError) == (bad is not None)
+    with torch_tpu.execution_mode(mode):
+        if isinstance(expected, RuntimeError):
+            with pytest.raises(RuntimeError) as raised:
+                search(sequence.to(TPU), values.to(TPU), sorter.to(TPU)).cpu()
+            assert str(raised.value).splitlines()[0] == str(expected).splitlines()[0]
+            torch.tpu.synchronize()
+        else:
+            assert_close(search(sequence.to(TPU), values.to(TPU), sorter.to(TPU)), expected)

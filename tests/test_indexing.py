@@ -397,6 +397,19 @@ def test_index_put_errors():
     )
 
 
+@pytest.mark.parametrize("shape, mask_shape", [((2,), (3,)), ((2, 3), (2, 2)), ((2, 3), (3,))])
+def test_index_put_with_a_mask_of_another_shape_raises_the_cpu_error(shape, mask_shape):
+    # Checked at the call (shapes, not values), with the CPU's IndexError naming both shapes.
+    mask = torch.rand(mask_shape) < 0.5
+    with pytest.raises(IndexError) as expected:
+        torch.zeros(shape).index_put_((mask,), torch.tensor(1.0))
+    for mode in ["debug", "strict", "defer_and_fuse"]:
+        with torch_tpu.execution_mode(mode):
+            with pytest.raises(IndexError) as raised:
+                torch.zeros(shape, device=TPU).index_put_((mask.to(TPU),), torch.tensor(1.0, device=TPU))
+        assert str(raised.value).splitlines()[0] == str(expected.value).splitlines()[0]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
 def test_put(dtype):
     x = make((3, 4), dtype)
@@ -643,6 +656,10 @@ OUT_OF_RANGE_OPS = {
     # A sample's target classes, ended by -1 (which is never out of range); the CPU checks them all.
     "multilabel_margin_loss": lambda x, i: torch.nn.functional.multilabel_margin_loss(
         x, torch.cat([i, i.new_full((2,), -1)])
+    ),
+    # Indices into each output plane of 5 (a plane of 5x1: max_unpool1d is max_unpool2d's).
+    "max_unpool1d": lambda x, i: torch.nn.functional.max_unpool1d(
+        x[:3].view(1, 1, 3), i.view(1, 1, 3), 2, output_size=(5,)
     ),
     "embedding_bag": lambda x, i: torch.nn.functional.embedding_bag(i, x.view(5, 1), i.new_zeros(1)),
     "embedding_bag_max": lambda x, i: torch.nn.functional.embedding_bag(i, x.view(5, 1), i.new_zeros(1), mode="max"),

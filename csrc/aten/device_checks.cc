@@ -8,7 +8,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "aten/fallback.h"
 #include "aten/tpu_tensor.h"
@@ -36,6 +38,8 @@ enum class Error {
   kTargetArgument,  // RuntimeError: argument #2 'target' is out of range (multilabel_margin_loss)
   kBagIndex,        // RuntimeError: Index 2 of input takes value 7 which is not in the valid ...
   kBagMaxIndex,     // RuntimeError: embedding_bag: Expected idx >= 0 && idx < num_embeddings ...
+  kUnpoolIndex,     // RuntimeError: Found an invalid max index: 9 (output volumes are of size 4x4)
+  kSorterIndex,     // RuntimeError: torch.searchsorted(): sorter index out of range
   // Value domains (the value is 0, or multinomial's code; the position the first bad element's):
   kInputNotUnit,    // RuntimeError: all elements of input should be between 0 and 1
   kTargetNotUnit,   // RuntimeError: all elements of target should be between 0 and 1
@@ -45,9 +49,18 @@ enum class Error {
 };
 
 // How an op indexes `indexed`: through its "indices" list (one per leading dim), its `index`
-// along "dim", its `index` into the flattened tensor, or its `index` into the class dim (1, or 0
-// for a single sample) or the first dim.
-enum class Indexing { kIndicesList, kAlongDim, kFlat, kClassDim, kFirstDim };
+// along "dim", its `index` into the flattened tensor, its `index` into the class dim (1, or 0
+// for a single sample), the first dim or the last, where given (an optional argument), or
+// (max_unpool) its `index` into each plane of the output, the product of "output_size".
+enum class Indexing {
+  kIndicesList,
+  kAlongDim,
+  kFlat,
+  kClassDim,
+  kFirstDim,
+  kLastDim,
+  kOutputPlane
+};
 
 struct IndexedOp {
   const char* lowering;
@@ -89,6 +102,12 @@ constexpr IndexedOp kIndexedOps[] = {
      "indices"},
     {"_embedding_bag_forward_only", Indexing::kFirstDim, Range::kNonNegative, Error::kBagIndex,
      "weight", "indices"},
+    {"searchsorted", Indexing::kLastDim, Range::kNonNegative, Error::kSorterIndex,
+     "sorted_sequence", "sorter"},
+    {"max_unpool2d", Indexing::kOutputPlane, Range::kNonNegative, Error::kUnpoolIndex, "self",
+     "indices"},
+    {"max_unpool3d", Indexing::kOutputPlane, Range::kNonNegative, Error::kUnpoolIndex, "self",
+     "indices"},
 };
 
 // Arguments whose values the CPU checks against a domain (where CUDA asserts on the device).
@@ -127,9 +146,11 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
 }
 
 // Raises `error`, the CPU's, for a check that found `v` (an index, or a code) at `position` (in
-// the CPU's order) of an argument indexing dim `dim` of `size`; `context` follows it.
+// the CPU's order) of an argument indexing dim `dim` of `size` (`extent`: its dims, "4x4", where
+// the message names them); `context` follows it.
 [[noreturn]] void RaiseFailedCheck(Error error, int64_t v, int64_t position, int64_t dim,
-                                   int64_t size, const std::string& context = "") {
+                                   int64_t size, const std::string& extent,
+                                   const std::string& context = "") {
   switch (error) {
     case Error::kBounds:
       TORCH_CHECK_INDEX(false, "index ", v, " is out of bounds for dimension ", dim, " with size ",
@@ -158,6 +179,11 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
       TORCH_CHECK(false,
                   "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be ",
                   v, context);
+    case Error::kSorterIndex:
+      TORCH_CHECK(false, "torch.searchsorted(): sorter index out of range", context);
+    case Error::kUnpoolIndex:
+      TORCH_CHECK(false, "Found an invalid max index: ", v, " (output volumes are of size ", extent,
+                  ")", context);
     case Error::kInputNotUnit:
       TORCH_CHECK(false, "all elements of input should be between 0 and 1", context);
     case Error::kTargetNotUnit:
@@ -233,9 +259,16 @@ bool HasDomainOrCountChecks(const std::string& lowering_name) {
   return false;
 }
 
-// Calls `check(index, name, entry, dim, size)` for each index tensor of the op: the tensor, the
-// schema argument holding it (and its entry, in a list), the dim the CPU's message names, and the
-// size of the range it indexes.
+// "4x4": the dims an error names.
+std::string ExtentText(const std::vector<int64_t>& dims) {
+  std::string text;
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? "x" : "") + std::to_string(dims[i]);
+  return text;
+}
+
+// Calls `check(index, name, entry, dim, size, extent)` for each index tensor of the op: the
+// tensor, the schema argument holding it (and its entry, in a list), the dim the CPU's message
+// names, the size of the range it indexes and, where the message names them, its dims.
 template <typename Check>
 void ForEachIndex(const IndexedOp& op, const c10::FunctionSchema& schema, const c10::Stack& args,
                   Check&& check) {
@@ -247,7 +280,7 @@ void ForEachIndex(const IndexedOp& op, const c10::FunctionSchema& schema, const 
       for (const std::optional<at::Tensor>& entry :
            Argument(schema, args, op.index).toOptionalTensorList()) {
         if (entry && entry->defined() && dim < self.dim()) {
-          check(*entry, op.index, static_cast<size_t>(dim), given++, self.size(dim));
+          check(*entry, op.index, static_cast<size_t>(dim), given++, self.size(dim), "");
         }
         ++dim;
       }
@@ -258,17 +291,29 @@ void ForEachIndex(const IndexedOp& op, const c10::FunctionSchema& schema, const 
       if (!dim_argument.isInt()) return;  // a Dimname overload (torch 2.11)
       const int64_t dim = c10::maybe_wrap_dim(dim_argument.toInt(), self.dim());
       check(Argument(schema, args, op.index).toTensor(), op.index, 0, dim,
-            self.dim() == 0 ? 1 : self.size(dim));
+            self.dim() == 0 ? 1 : self.size(dim), "");
       break;
     }
     case Indexing::kFlat:
-      check(Argument(schema, args, op.index).toTensor(), op.index, 0, 0, self.numel());
+      check(Argument(schema, args, op.index).toTensor(), op.index, 0, 0, self.numel(), "");
       break;
     case Indexing::kClassDim:
     case Indexing::kFirstDim: {
       const int64_t dim = op.indexing == Indexing::kClassDim && self.dim() > 1 ? 1 : 0;
       if (self.dim() == 0) return;  // the op's own checks reject it
-      check(Argument(schema, args, op.index).toTensor(), op.index, 0, dim, self.size(dim));
+      check(Argument(schema, args, op.index).toTensor(), op.index, 0, dim, self.size(dim), "");
+      break;
+    }
+    case Indexing::kLastDim: {
+      const c10::IValue& index = Argument(schema, args, op.index);
+      if (index.isNone() || self.dim() == 0) return;
+      check(index.toTensor(), op.index, 0, self.dim() - 1, self.size(-1), "");
+      break;
+    }
+    case Indexing::kOutputPlane: {
+      const std::vector<int64_t> output_size = Argument(schema, args, "output_size").toIntVector();
+      check(Argument(schema, args, op.index).toTensor(), op.index, 0, 0,
+            c10::multiply_integers(output_size), ExtentText(output_size));
       break;
     }
   }
@@ -281,6 +326,7 @@ struct DeviceCheckReport {
   int64_t dim;
   int64_t size;
   std::shared_ptr<const std::string> site;
+  std::string extent;  // the dims of `size`, where the error names them
 };
 
 namespace {
@@ -367,7 +413,7 @@ void ReadDeviceChecks(bool raise) {
     keep(check + 1, checks.end());
     const DeviceCheckReport& report = *failed.report;
     RaiseFailedCheck(report.error, failed.found->value, failed.found->position, report.dim,
-                     report.size,
+                     report.size, report.extent,
                      "\n(a device-side check of " + *report.site +
                          ", reported at this later synchronization as CUDA reports a device-side "
                          "assert; torch_tpu.execution_mode(\"debug\") raises it at the op)");
@@ -431,18 +477,18 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
       scalar.i = *value;
       ignored = ScalarParameter(scalar, ir::DType::kS64);
     }
-    ForEachIndex(
-        *op, schema, args,
-        [&](const at::Tensor& index, const char* name, size_t entry, int64_t dim, int64_t size) {
-          const auto [value, grown] = lowered(name, entry);
-          if (!Checkable(index) || !index.is_privateuseone() || !value) return;
-          ops::Scalar extent;
-          extent.i = size;
-          add(index,
-              ops::OutOfRangeIndex(value, ScalarParameter(extent, ir::DType::kS64),
-                                   op->range == Range::kWrapping, grown, ignored),
-              DeviceCheckReport{error, dim, size, nullptr});
-        });
+    ForEachIndex(*op, schema, args,
+                 [&](const at::Tensor& index, const char* name, size_t entry, int64_t dim,
+                     int64_t size, const std::string& dims) {
+                   const auto [value, grown] = lowered(name, entry);
+                   if (!Checkable(index) || !index.is_privateuseone() || !value) return;
+                   ops::Scalar extent;
+                   extent.i = size;
+                   add(index,
+                       ops::OutOfRangeIndex(value, ScalarParameter(extent, ir::DType::kS64),
+                                            op->range == Range::kWrapping, grown, ignored),
+                       DeviceCheckReport{error, dim, size, nullptr, dims});
+                 });
   }
   for (const DomainCheck& check : kDomainChecks) {
     if (ctx.name != check.lowering) continue;
@@ -480,7 +526,7 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
       exec::CopyToHost(*StorageOf(check.storage), &found, sizeof(found));
       if (found.value != ops::kNoIndexOutOfRange) {
         RaiseFailedCheck(check.report->error, found.value, found.position, check.report->dim,
-                         check.report->size);
+                         check.report->size, check.report->extent);
       }
     }
     return;

@@ -417,6 +417,16 @@ Value MaskedPut(const Value& self, const std::vector<Value>& indices, const Valu
     if (indices[i]) throw UnsupportedError("a boolean mask combined with other indices");
   }
   const int64_t mask_rank = mask.rank();
+  // As the CPU's index expansion: each mask dim must match the dim of self it covers.
+  for (int64_t j = 0; j < mask_rank; ++j) {
+    const int64_t covered = first + j;
+    if (covered >= self.rank() || mask.shape()[j] != self.shape()[covered]) {
+      throw std::out_of_range("The shape of the mask " + ir::I64List(mask.shape()) + " at index " +
+                              std::to_string(j) +
+                              " does not match the shape of the indexed tensor " +
+                              ir::I64List(self.shape()) + " at index " + std::to_string(covered));
+    }
+  }
   // The indexed value's shape is self's with the mask's dims replaced by one dim of the count.
   Shape leading(self.shape().begin(), self.shape().begin() + first);
   Shape trailing(self.shape().begin() + first + mask_rank, self.shape().end());
