@@ -41,6 +41,14 @@ def bernoulli_tensor_p_(x, _):
     return torch.zeros_like(x).bernoulli_(x)
 
 
+def normal_std(x, _):
+    return torch.normal(torch.zeros_like(x), x)
+
+
+def normal_mean_float(x, _):
+    return torch.normal(0.5, x)
+
+
 def multinomial(x, _):
     return torch.multinomial(x.view(2, 3), 2, replacement=True)
 
@@ -49,12 +57,23 @@ def multinomial_without_replacement(x, _):
     return torch.multinomial(x.view(2, 3), 2)
 
 
-CHECKED = [bce, bce_weighted, bce_target, bernoulli, bernoulli_tensor_p_, multinomial, multinomial_without_replacement]
+CHECKED = [
+    bce,
+    bce_weighted,
+    bce_target,
+    bernoulli,
+    bernoulli_tensor_p_,
+    normal_std,
+    normal_mean_float,
+    multinomial,
+    multinomial_without_replacement,
+]
 # Per op, values that break its domain at a random one of 6 elements (others in (0.05, 0.95)).
 BAD = {
     "bce": [1.5, -0.25, float("nan")],
     "bernoulli": [1.5, -0.25, float("nan")],
     "multinomial": [-0.25, float("inf"), float("nan")],
+    "normal": [-0.25, float("nan"), -1e-30],
 }
 
 
@@ -249,3 +268,13 @@ def test_searchsorted_raises_the_cpu_error_for_a_sorter_index_out_of_range(mode,
             torch.tpu.synchronize()
         else:
             assert_close(search(sequence.to(TPU), values.to(TPU), sorter.to(TPU)), expected)
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_normal_with_a_zero_std_gives_the_mean(mode):
+    # The domain's edge: std 0 is allowed and draws the mean exactly.
+    mean, std = make((6,)), torch.rand(6)
+    std[::2] = 0.0
+    with torch_tpu.execution_mode(mode):
+        drawn = torch.normal(mean.to(TPU), std.to(TPU)).cpu()
+    assert torch.equal(drawn[::2], mean[::2])

@@ -263,6 +263,39 @@ def test_embedding_module_noncontiguous_grad():
     assert_close(tpu_module.weight.grad, module.weight.grad)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf"), 3.0])
+def test_embedding_renorm_scales_the_named_rows_over_max_norm(dtype, norm_type):
+    # Rows named (once or more) with a norm over max_norm are scaled down in place; rows not named,
+    # or within max_norm, are untouched. Indices of int32 and int64, of any shape.
+    weight = make((8, 5), dtype) * 2
+    indices = torch.tensor([[1, 3, 3], [6, 0, 1]], dtype=torch.int32 if norm_type == 1.0 else torch.int64)
+    max_norm = float(weight.float().norm(p=norm_type, dim=1).median())  # about half the rows over
+    target = weight.to(TPU)
+    returned = torch.embedding_renorm_(target, indices.to(TPU), max_norm, norm_type)
+    torch.embedding_renorm_(weight, indices, max_norm, norm_type)
+    assert returned is target
+    assert_close(target, weight)
+
+
+@pytest.mark.parametrize("scale_grad_by_freq", [False, True])
+def test_embedding_with_max_norm_matches_the_cpu_over_steps(scale_grad_by_freq):
+    # nn.Embedding(max_norm=...) renormalizes the looked-up rows of its weight before each lookup.
+    module = torch.nn.Embedding(10, 4, max_norm=1.0, scale_grad_by_freq=scale_grad_by_freq)
+    tpu_module = torch.nn.Embedding(10, 4, max_norm=1.0, scale_grad_by_freq=scale_grad_by_freq).to(TPU)
+    tpu_module.load_state_dict(module.state_dict())
+    for _ in range(3):
+        indices = torch.randint(0, 10, (3, 4))
+        grad = make((3, 4, 4))
+        module(indices).backward(grad)
+        tpu_module(indices.to(TPU)).backward(grad.to(TPU))
+        with torch.no_grad():
+            module.weight -= 0.5 * module.weight.grad
+            tpu_module.weight -= 0.5 * tpu_module.weight.grad
+        module.weight.grad = tpu_module.weight.grad = None
+    assert_close(tpu_module.weight, module.weight.detach())
+
+
 def test_embedding_dense_backward_directly():
     grad = make((7, 3))
     indices = torch.tensor([1, 1, 4, 0, 4, 4, 2])

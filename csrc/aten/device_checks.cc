@@ -45,6 +45,7 @@ enum class Error {
   kTargetNotUnit,   // RuntimeError: all elements of target should be between 0 and 1
   kBernoulliP,      // RuntimeError: Expected p_in >= 0 && p_in <= 1 to be true, but got false.
   kMultinomial,     // RuntimeError: by the value's code (ops::kNegativeProbability, ...)
+  kNegativeStd,     // RuntimeError: normal expects all elements of std >= 0.0
   kSourceTooShort,  // RuntimeError: Number of elements of source < number of ones in mask
 };
 
@@ -122,6 +123,7 @@ constexpr DomainCheck kDomainChecks[] = {
     {"binary_cross_entropy", "self", ops::ValueDomain::kUnitInterval, Error::kInputNotUnit},
     {"binary_cross_entropy", "target", ops::ValueDomain::kUnitInterval, Error::kTargetNotUnit},
     {"bernoulli", "p", ops::ValueDomain::kUnitInterval, Error::kBernoulliP},
+    {"normal", "std", ops::ValueDomain::kNonNegative, Error::kNegativeStd},
     // Or kSampledProbabilities (DomainOf).
     {"multinomial", "self", ops::ValueDomain::kProbabilities, Error::kMultinomial},
 };
@@ -203,6 +205,8 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
       TORCH_CHECK(v != ops::kMasslessDistribution,
                   "invalid multinomial distribution (sum of probabilities <= 0)", context);
       TORCH_CHECK(false, "probability tensor contains either `inf`, `nan` or element < 0", context);
+    case Error::kNegativeStd:
+      TORCH_CHECK(false, "normal expects all elements of std >= 0.0", context);
     case Error::kSourceTooShort:
       TORCH_CHECK(false, "Number of elements of source < number of ones in mask", context);
   }

@@ -3,7 +3,7 @@
 //   drop it (a write), and a loss that compares classes with its targets takes an unknown class
 //   as none.
 // - Value domains: binary_cross_entropy's input and target, bernoulli's p, multinomial's
-//   probabilities, which a lowering would take as they are.
+//   probabilities, normal's std, which a lowering would take as they are.
 // - Counts: masked_scatter's mask may not select more elements than its source holds (a gather
 //   would repeat the last one).
 // Each such op records, beside itself and in its own program, an i64 [2] the device computes from

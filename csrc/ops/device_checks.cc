@@ -102,6 +102,9 @@ Value OutsideDomain(const Value& x, ValueDomain domain) {
           And(Compare(v, ConstantLike(0, v), "GE"), Compare(v, ConstantLike(1, v), "LE"));
       return FirstFlagged(Not(inside), Codes(0, v.shape()), RowMajorOrder(v.shape()));
     }
+    case ValueDomain::kNonNegative:  // NaN is outside, as the CPU's min() >= 0
+      return FirstFlagged(Not(Compare(v, ConstantLike(0, v), "GE")), Codes(0, v.shape()),
+                          RowMajorOrder(v.shape()));
     case ValueDomain::kProbabilities:
       return ProbabilityCheck(v, /*row_by_row=*/false);
     case ValueDomain::kSampledProbabilities:

@@ -162,6 +162,7 @@ Value OutOfRangeIndex(const Value& index, const Value& size, bool wrapping,
 // What the CPU requires of a floating argument's values.
 enum class ValueDomain {
   kUnitInterval,          // every element in [0, 1]
+  kNonNegative,           // every element >= 0
   kProbabilities,         // multinomial's: entries finite and >= 0, then each row's sum > 0
   kSampledProbabilities,  // the same checked row by row (multinomial drawing several with
                           // replacement)
