@@ -395,6 +395,28 @@ def test_index_put_errors():
         torch.tensor([0]),
         make((1,)),
     )
+    # Values that do not broadcast to the indexed rows [2, 3] (x[i] = v strips leading 1s first).
+    for value_shape in [(3, 3), (1, 2, 3), (2, 2)]:
+        both_raise(
+            lambda t, i, v: t.index_put_((i,), v),
+            RuntimeError,
+            re.escape(
+                f"shape mismatch: value tensor of shape {list(value_shape)} cannot be broadcast to "
+                "indexing result of shape [2, 3]"
+            ),
+            make((4, 3)),
+            torch.tensor([0, 2]),
+            make(value_shape),
+        )
+    for dtype in [torch.float32, torch.int16, torch.int8]:
+        both_raise(
+            lambda t, i, v: t.index_put_((i,), v),
+            IndexError,
+            "tensors used as indices must be long, int, byte or bool tensors",
+            make((4,)),
+            torch.tensor([0, 2]).to(dtype),
+            make((1,)),
+        )
 
 
 @pytest.mark.parametrize("shape, mask_shape", [((2,), (3,)), ((2, 3), (2, 2)), ((2, 3), (3,))])

@@ -467,11 +467,28 @@ std::vector<Value> MaskedScatterLowering(LoweringContext& ctx) {
   return {Select(mask, Reshape(Gather(source, access), self.shape()), self)};
 }
 
+// Whether a value of `shape` broadcasts to `target` (without changing `target`).
+bool BroadcastsTo(const Shape& shape, const Shape& target) {
+  if (shape.size() > target.size()) return false;
+  const size_t lead = target.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != 1 && shape[d] != target[lead + d]) return false;
+  }
+  return true;
+}
+
 // _index_put_impl_(self, indices, values, accumulate, unsafe).
 std::vector<Value> IndexPutLowering(LoweringContext& ctx) {
   Value self = ctx.tensor(0);
   const std::vector<Value>& indices = ctx.arg(1).tensors;
   const bool accumulate = ctx.bool_arg(3);
+  // As the CPU's index checks (x[i] = v reaches here directly, past ATen's composite index).
+  for (const Value& index : indices) {
+    const DType t = index ? index.dtype() : DType::kS64;
+    if (t != DType::kS64 && t != DType::kS32 && t != DType::kU8 && t != DType::kBool) {
+      throw std::out_of_range("tensors used as indices must be long, int, byte or bool tensors");
+    }
+  }
   if (ctx.tensor(2).dtype() != self.dtype()) {
     throw std::invalid_argument(
         std::string("Index put requires the source and destination dtypes match, got ") +
@@ -481,7 +498,14 @@ std::vector<Value> IndexPutLowering(LoweringContext& ctx) {
   if (std::any_of(indices.begin(), indices.end(), IsMask))
     return {MaskedPut(self, indices, ctx.tensor(2), accumulate)};
   const std::string op = accumulate ? Combiner("sum", self.dtype()) : "";
-  return {Scatter(self, AdvancedIndexAccess(self, indices), ctx.tensor(2), op)};
+  const IndexedAccess access = AdvancedIndexAccess(self, indices);
+  const Shape result = access.ResultShape(self);
+  if (!BroadcastsTo(ctx.tensor(2).shape(), result)) {
+    throw std::invalid_argument(
+        "shape mismatch: value tensor of shape " + ir::I64List(ctx.tensor(2).shape()) +
+        " cannot be broadcast to indexing result of shape " + ir::I64List(result));
+  }
+  return {Scatter(self, access, ctx.tensor(2), op)};
 }
 
 // put_(self, index, source, accumulate): index_put on the flattened tensor.
