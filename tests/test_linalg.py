@@ -363,6 +363,12 @@ LAYOUT_CASES = {
     "tensordot": (lambda a, b: torch.tensordot(a, b, dims=([1, 2], [1, 0])), [(10, 4, 6), (6, 4, 9)]),
     "linear 3-D": (lambda x, w: F.linear(x, w), [(2, 7, 48), (36, 48)]),
     "empty contraction": (lambda a, b: a.t() @ b, [(0, 5), (0, 4)]),
+    # A transposed view behind a slice or a unit batch dim: XLA drops the unit dim or moves the
+    # slice, then folds the transpose into the dot (XLNet's and Funnel's einsums failed so).
+    "row of a batch, transposed, batch of 1": (lambda a, b: a[1].t().unsqueeze(0) @ b, [(2, 48, 40), (1, 48, 36)]),
+    "einsum of a transposed row": (lambda a, b: torch.einsum("ij,jk->ik", a[1].t(), b), [(2, 48, 40), (48, 36)]),
+    "unit batches, both transposed rows": (lambda a, b: a[1].mT @ b[0].mT, [(2, 1, 1, 48, 3), (2, 1, 1, 5, 48)]),
+    "bmm of a transposed row": (lambda a, b: torch.bmm(a[:1].mT, b), [(2, 48, 40), (1, 48, 36)]),
 }
 
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <numeric>
+#include <set>
 #include <stdexcept>
+#include <string_view>
 
 #include "ops/target.h"
 
@@ -339,10 +341,18 @@ std::vector<int64_t> Range(size_t from, size_t count) {
 
 // Whether XLA sees `value` laid out row-major already: its dims need no reordering, and it is
 // not a transpose (whose result XLA lays out as its operand, permuted), even through converts.
+// Whether `value` in dim order `order` is row-major, and stays so through XLA's simplifications:
+// a transpose behind converts, reshapes, broadcasts or slices is not. XLA drops a unit batch dim
+// that a broadcast added, or moves a slice, and then folds the transpose into the dot after it
+// decided to keep the dot in bf16 (x.t().unsqueeze(0) @ y, an einsum's operand, a view at an
+// offset), leaving a bf16 dot that its runtime cannot run.
 bool RowMajor(const Value& value, const std::vector<int64_t>& order) {
   if (order != Range(0, order.size())) return false;
+  static const std::set<std::string_view> kLayoutKeeping{
+      "stablehlo.convert", "stablehlo.reshape", "stablehlo.broadcast_in_dim", "stablehlo.slice",
+      "stablehlo.dynamic_slice"};
   const ir::Node* node = value.node.get();
-  while (node->kind == ir::NodeKind::kOp && node->op->text == "stablehlo.convert") {
+  while (node->kind == ir::NodeKind::kOp && kLayoutKeeping.count(node->op->text) > 0) {
     node = node->operands[0].node.get();
   }
   return node->kind != ir::NodeKind::kOp || node->op->text != "stablehlo.transpose";
