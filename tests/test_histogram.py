@@ -97,8 +97,27 @@ def test_histc_errors():
     with pytest.raises(RuntimeError, match="bins must be > 0"):
         torch.histc(x.to(TPU), bins=0)
     assert_same_error(torch.histc, x, bins=3, min=0, max=float("inf"))
-    with pytest.raises(NotImplementedError, match="\"histogram_cpu\" not implemented for 'Long'"):
-        torch.histc(torch.ones(3, dtype=torch.long, device=TPU), bins=3)
+    with pytest.raises(NotImplementedError, match="\"histogram_cpu\" not implemented for 'Bool'"):
+        torch.histc(torch.ones(3, dtype=torch.bool, device=TPU), bins=3)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_histc_integers_count_as_on_cuda(dtype):
+    # The CPU has no integer histc; CUDA's counts as the float histc of the same values (the
+    # bin's integer quotient is exact here), in the input's dtype. Hugging Face's MoE layers
+    # call it on int expert ids off the CPU, with min=0, max=experts-1 and a sentinel of
+    # `experts` that must not count.
+    low = 0 if dtype == torch.uint8 else -20
+    x = torch.randint(low, 40, (300,), dtype=dtype)
+    for bins, lo, hi in [(7, 0, 0), (40, 0, 39), (6, -5, 31), (1, 3, 3)]:
+        if dtype == torch.uint8 and lo < 0:
+            continue
+        got = torch.histc(noncontiguous(x.to(TPU)), bins=bins, min=lo, max=hi)
+        assert got.dtype == dtype
+        assert_close(got, torch.histc(x.double(), bins=bins, min=lo, max=hi).to(dtype))
+    experts = torch.randint(0, 9, (64, 2), dtype=torch.int32)  # 8 experts, 8 the sentinel
+    counts = torch.histc(experts.to(TPU), bins=8, min=0, max=7)
+    assert_close(counts, torch.bincount(experts.flatten(), minlength=9)[:8].int())
 
 
 # ---- repeat_interleave ----

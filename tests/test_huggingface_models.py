@@ -1,4 +1,4 @@
-"""Hugging Face breadth: tiny decoder LMs (Mistral, Qwen2, Qwen3, Gemma, Phi-3), encoders (BERT,
+"""Hugging Face breadth: tiny decoder LMs (Mistral, Qwen2, Qwen3, Gemma, Phi-3, Mixtral), encoders (BERT,
 RoBERTa, ViT, CLIP) and encoder-decoders (T5, BART, Whisper), built offline from configs, give the
 CPU's outputs, gradients, generations and save/load round trips on tpu; beam search, seeded
 sampling, gradient checkpointing, and accelerate's CPU and disk offload onto tpu."""
@@ -116,6 +116,13 @@ MODELS = {
     "qwen3": (decoder(tf.Qwen3Config, tf.Qwen3ForCausalLM, head_dim=8), lm_inputs, "logits", "input_ids"),
     "gemma": (decoder(tf.GemmaConfig, tf.GemmaForCausalLM, head_dim=8), lm_inputs, "logits", "input_ids"),
     "phi3": (decoder(tf.Phi3Config, tf.Phi3ForCausalLM), lm_inputs, "logits", "input_ids"),
+    # Mixture of experts: off the CPU, its routing counts tokens per expert with an integer histc.
+    "mixtral": (
+        decoder(tf.MixtralConfig, tf.MixtralForCausalLM, num_local_experts=4, num_experts_per_tok=2),
+        lm_inputs,
+        "logits",
+        "input_ids",
+    ),
     "bert": (bert, masked_lm_inputs, "logits", None),
     "roberta": (roberta, masked_lm_inputs, "logits", None),
     "t5": (t5, seq2seq_inputs, "logits", "input_ids"),

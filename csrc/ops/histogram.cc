@@ -25,6 +25,13 @@ Value S64(int64_t value) { return ir::IntegerConstant(value, DType::kS64); }
 std::pair<Value, Value> HistogramEdges(const LoweringContext& ctx, const Value& x) {
   const double min = ctx.double_arg(2), max = ctx.double_arg(3);
   const DType t = x.dtype();
+  if (ir::IsIntegral(t)) {  // x is s64 here; min and max truncate, as CUDA's integer histc does
+    if (min != max) return {S64(static_cast<int64_t>(min)), S64(static_cast<int64_t>(max))};
+    Value low = Reduce(x, {0}, "stablehlo.minimum", S64(std::numeric_limits<int64_t>::max()));
+    Value high = Reduce(x, {0}, "stablehlo.maximum", S64(std::numeric_limits<int64_t>::min()));
+    Value point = Compare(low, high, "EQ");
+    return {Select(point, Sub(low, S64(1)), low), Select(point, Add(high, S64(1)), high)};
+  }
   if (min != max) {
     // The meta function checks min < max but not finiteness.
     if (!std::isfinite(min) || !std::isfinite(max)) {
@@ -51,13 +58,16 @@ std::pair<Value, Value> HistogramEdges(const LoweringContext& ctx, const Value& 
 // elements outside them (and NaN) are not counted, the last bin includes its right edge. The bin
 // is the CPU's truncated (x - low) * bins / (high - low), in the input's dtype. Counts accumulate
 // in f32 (the CPU adds in the input's dtype, so its bf16 counts stop growing at 256).
+// Integer inputs, which the CPU rejects, count as on CUDA (Hugging Face's MoE layers pass int
+// expert ids off the CPU): in s64, with the bin (x - low) * bins / (high - low) truncated.
 std::vector<Value> HistcLowering(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
   Value x = ctx.tensor(0);
-  CheckFloatingKernel("histogram_cpu", x.dtype());
+  if (!ir::IsIntegral(x.dtype())) CheckFloatingKernel("histogram_cpu", x.dtype());
   const int64_t bins = out.shape[0];
   const int64_t n = ir::NumElements(x.shape());
   x = Reshape(x, {n});
+  if (ir::IsIntegral(x.dtype())) x = Convert(x, DType::kS64);
   auto [low, high] = HistogramEdges(ctx, x);
   Value low_n = BroadcastTo(low, {n}), high_n = BroadcastTo(high, {n});
   Value bin = Convert(Div(Mul(Sub(x, low_n), Constant(bins, x.dtype(), {n})), Sub(high_n, low_n)),
