@@ -288,3 +288,56 @@ def test_native_batch_norm_legit_forms(form):
     for actual, expected in zip(results[TPU], results["cpu"], strict=True):
         if expected.numel():
             assert_close(actual, expected)
+
+
+# ---- weight norm: torch._weight_norm reaches the device as _weight_norm_interface (and its
+# backward) for the first or the last dim; other dims decompose into norm_except_dim ----
+
+WEIGHT_NORMED = [
+    (lambda dtype: torch.nn.Linear(6, 5, dtype=dtype), (4, 6), 0),
+    (lambda dtype: torch.nn.Conv1d(4, 6, 3, dtype=dtype), (2, 4, 9), 0),
+    # Wav2Vec2's positional convolution: grouped, normalized along its last (kernel) dim.
+    (lambda dtype: torch.nn.Conv1d(4, 4, 5, groups=2, padding=2, dtype=dtype), (2, 4, 9), 2),
+    (lambda dtype: torch.nn.Conv2d(3, 4, 3, dtype=dtype), (2, 3, 6, 6), 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", range(len(WEIGHT_NORMED)))
+def test_weight_norm_parametrization(case, dtype):
+    build, shape, dim = WEIGHT_NORMED[case]
+    torch.manual_seed(case)
+    module = torch.nn.utils.parametrizations.weight_norm(build(dtype), dim=dim)
+    # Two steps: the second reads the weight through the parametrization again.
+    check_module(module, make(shape, dtype), steps=2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dim", [0, 2])
+def test_weight_norm_interface_and_backward(dim, dtype):
+    # The CPU's fused kernels need a contiguous v (its forward reads a strided one wrongly, its
+    # backward raises); tpu takes any layout.
+    v = make((4, 3, 5), dtype)
+    v_tpu = noncontiguous(v.to(TPU))
+    g_shape = [1, 1, 1]
+    g_shape[dim] = v.shape[dim]
+    g = make(g_shape, dtype)
+    grad_w = make(v.shape, dtype)
+    expected = torch._weight_norm_interface(v, g, dim)
+    actual = torch._weight_norm_interface(v_tpu, g.to(TPU), dim)
+    assert [t.dtype for t in actual] == [t.dtype for t in expected]  # norms in f32 for bf16
+    for a, e in zip(actual, expected, strict=True):
+        assert_close(a, e)
+    backward = torch.ops.aten._weight_norm_interface_backward
+    expected_grads = backward(grad_w, v, g, expected[1], dim)
+    actual_grads = backward(grad_w.to(TPU), v_tpu, g.to(TPU), actual[1], dim)
+    for a, e in zip(actual_grads, expected_grads, strict=True):
+        assert_grad_close(a, e)
+
+
+def test_weight_norm_interface_dim_error():
+    v, g = make((4, 3, 5)), make((1, 3, 1))
+    with pytest.raises(RuntimeError, match="fused kernels can only be applied for first or last dim"):
+        torch._weight_norm_interface(v, g, 1)
+    with pytest.raises(RuntimeError, match="fused kernels can only be applied for first or last dim"):
+        torch._weight_norm_interface(v.to(TPU), g.to(TPU), 1)

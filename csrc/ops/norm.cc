@@ -1,8 +1,10 @@
-// Lowerings for the normalization layers: batch norm (forward and backward), and the backward
-// ops of layer norm and group norm. Their forwards (native_layer_norm, native_group_norm) are
-// CompositeExplicitAutograd in PyTorch: they decompose into native_batch_norm and elementwise ops
-// before reaching the device. Statistics are computed in f32 for f16/bf16 inputs, as the CPU does.
+// Lowerings for the normalization layers: batch norm (forward and backward), weight norm's fused
+// ops (forward and backward), and the backward ops of layer norm and group norm. Their forwards
+// (native_layer_norm, native_group_norm) are CompositeExplicitAutograd in PyTorch: they decompose
+// into native_batch_norm and elementwise ops before reaching the device. Statistics are computed in
+// f32 for f16/bf16 inputs, as the CPU does.
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -232,7 +234,59 @@ std::vector<Value> NativeGroupNormBackwardLowering(LoweringContext& ctx) {
           Convert(grad_weight, ctx.output(1).dtype), Convert(grad_bias, ctx.output(2).dtype)};
 }
 
+// ---- weight norm: w = g * v / ||v||, the norm over every dim of v but `dim` ----
+
+// The fused kernels' dim: the first or the last, as the CPU's asserts.
+int64_t WeightNormDim(const LoweringContext& ctx, size_t i, int64_t rank) {
+  const int64_t dim = ctx.int_arg(i);
+  if (dim != 0 && dim != rank - 1) {
+    throw std::runtime_error("fused kernels can only be applied for first or last dim");
+  }
+  return dim;
+}
+
+// A per-slice value (g, the norms: v's size along `dim`, any shape of that many elements) as
+// `stat`, broadcast over v's shape.
+Value PerSlice(const Value& value, const Shape& shape, int64_t dim, DType stat) {
+  return BroadcastInDim(Reshape(Convert(value, stat), {shape[dim]}), shape, {dim});
+}
+
+// _weight_norm_interface(v, g, dim) -> (w, norms). norms keep v's rank with size-1 dims and are
+// f32 for f16/bf16 v, as the CPU's; w = v * (g / norms).
+std::vector<Value> WeightNormLowering(LoweringContext& ctx) {
+  const DType stat = OpMathType(ctx.tensor(0).dtype());
+  const Value v = Convert(ctx.tensor(0), stat);
+  const int64_t dim = WeightNormDim(ctx, 2, v.rank());
+  const Value norms = Sqrt(SumOver(Mul(v, v), DimsExcept(v.rank(), {dim})));
+  const Value scale =
+      Div(PerSlice(ctx.tensor(1), v.shape(), dim, stat), BroadcastInDim(norms, v.shape(), {dim}));
+  return {Convert(Mul(v, scale), ctx.output(0).dtype),
+          Convert(Reshape(norms, ctx.output(1).shape), ctx.output(1).dtype)};
+}
+
+// _weight_norm_interface_backward(grad_w, v, g, norms, dim) -> (grad_v, grad_g), with
+// s = sum(grad_w * v) over each slice: grad_g = s / norm and
+// grad_v = (g / norm) * (grad_w - v * s / norm^2).
+std::vector<Value> WeightNormBackwardLowering(LoweringContext& ctx) {
+  const DType stat = OpMathType(ctx.tensor(1).dtype());
+  const Value grad_w = Convert(ctx.tensor(0), stat);
+  const Value v = Convert(ctx.tensor(1), stat);
+  const Shape& shape = v.shape();
+  const int64_t dim = WeightNormDim(ctx, 4, v.rank());
+  const Value norms = Reshape(Convert(ctx.tensor(3), stat), {shape[dim]});
+  const Value dot = SumOver(Mul(grad_w, v), DimsExcept(v.rank(), {dim}));
+  const Value grad_g = Div(dot, norms);
+  const Value per_norm = Div(grad_g, norms);  // s / norm^2
+  const Value grad_v =
+      Mul(Div(PerSlice(ctx.tensor(2), shape, dim, stat), BroadcastInDim(norms, shape, {dim})),
+          Sub(grad_w, Mul(v, BroadcastInDim(per_norm, shape, {dim}))));
+  return {Convert(grad_v, ctx.output(0).dtype),
+          Convert(Reshape(grad_g, ctx.output(1).shape), ctx.output(1).dtype)};
+}
+
 LoweringRegistrar registrar({
+    {"_weight_norm_interface", WeightNormLowering},
+    {"_weight_norm_interface_backward", WeightNormBackwardLowering},
     {"native_batch_norm", NativeBatchNormLowering},
     {"_native_batch_norm_legit", NativeBatchNormLowering},
     {"_native_batch_norm_legit_functional", NativeBatchNormFunctionalLowering},
