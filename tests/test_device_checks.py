@@ -49,6 +49,10 @@ def normal_mean_float(x, _):
     return torch.normal(0.5, x)
 
 
+def poisson(x, _):
+    return torch.poisson(x * 10)
+
+
 def multinomial(x, _):
     return torch.multinomial(x.view(2, 3), 2, replacement=True)
 
@@ -65,6 +69,7 @@ CHECKED = [
     bernoulli_tensor_p_,
     normal_std,
     normal_mean_float,
+    poisson,
     multinomial,
     multinomial_without_replacement,
 ]
@@ -74,6 +79,7 @@ BAD = {
     "bernoulli": [1.5, -0.25, float("nan")],
     "multinomial": [-0.25, float("inf"), float("nan")],
     "normal": [-0.25, float("nan"), -1e-30],
+    "poisson": [-0.25, float("nan"), -1e-30],
 }
 
 

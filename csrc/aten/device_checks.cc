@@ -46,6 +46,7 @@ enum class Error {
   kBernoulliP,      // RuntimeError: Expected p_in >= 0 && p_in <= 1 to be true, but got false.
   kMultinomial,     // RuntimeError: by the value's code (ops::kNegativeProbability, ...)
   kNegativeStd,     // RuntimeError: normal expects all elements of std >= 0.0
+  kPoissonRate,     // RuntimeError: invalid Poisson rate, expected rate to be non-negative
   kSourceTooShort,  // RuntimeError: Number of elements of source < number of ones in mask
 };
 
@@ -124,6 +125,7 @@ constexpr DomainCheck kDomainChecks[] = {
     {"binary_cross_entropy", "target", ops::ValueDomain::kUnitInterval, Error::kTargetNotUnit},
     {"bernoulli", "p", ops::ValueDomain::kUnitInterval, Error::kBernoulliP},
     {"normal", "std", ops::ValueDomain::kNonNegative, Error::kNegativeStd},
+    {"poisson", "self", ops::ValueDomain::kNonNegative, Error::kPoissonRate},
     // Or kSampledProbabilities (DomainOf).
     {"multinomial", "self", ops::ValueDomain::kProbabilities, Error::kMultinomial},
 };
@@ -207,6 +209,8 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
       TORCH_CHECK(false, "probability tensor contains either `inf`, `nan` or element < 0", context);
     case Error::kNegativeStd:
       TORCH_CHECK(false, "normal expects all elements of std >= 0.0", context);
+    case Error::kPoissonRate:
+      TORCH_CHECK(false, "invalid Poisson rate, expected rate to be non-negative", context);
     case Error::kSourceTooShort:
       TORCH_CHECK(false, "Number of elements of source < number of ones in mask", context);
   }

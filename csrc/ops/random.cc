@@ -90,38 +90,76 @@ uint64_t RandomKey(uint64_t seed, uint64_t offset) {
   return Mix64(Mix64(seed) + 0x9E3779B97F4A7C15ull * (offset + 1));
 }
 
-namespace {
-
-// Random bits (ui32 or ui64) of `shape` from the op's generator key, the last two arguments.
-// ThreeFry takes state[0] as its key and counts from state[1], one counter per output word, so
-// using the offset as the counter would make consecutive ops' streams overlap (shifted by one).
-// Instead each op gets its own key, a hash of (seed, offset) (distinct offsets of one seed give
-// distinct keys), and counts from zero. The key is a runtime parameter, so it never recompiles;
-// hashing on the host rather than in the program halves the compile time of a random op.
-Value RandomBits(const LoweringContext& ctx, const Shape& shape, DType bits_dtype) {
+// The op's generator state for ThreeFry. ThreeFry takes state[0] as its key and counts from
+// state[1], one counter per output word, so using the offset as the counter would make consecutive
+// ops' streams overlap (shifted by one). Instead each op gets its own key, a hash of (seed, offset)
+// (distinct offsets of one seed give distinct keys), and counts from zero. The key is a runtime
+// parameter, so it never recompiles; hashing on the host rather than in the program halves the
+// compile time of a random op.
+Value InitialRandomState(const LoweringContext& ctx) {
   const size_t n = ctx.size();
   const auto seed = static_cast<uint64_t>(ctx.scalar(n - 2).i);
   const auto offset = static_cast<uint64_t>(ctx.scalar(n - 1).i);
   Scalar key;
   key.i = static_cast<int64_t>(RandomKey(seed, offset));
-  Value state = Concatenate({Reshape(ctx.ScalarParameter(key, DType::kU64), {1}),
-                             Reshape(IntegerConstant(0, DType::kU64), {1})},
-                            0);
-  return ir::MakeMultiOp("stablehlo.rng_bit_generator", {state},
-                         {TensorType{DType::kU64, {2}}, TensorType{bits_dtype, shape}},
-                         "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>")[1];
+  return Concatenate({Reshape(ctx.ScalarParameter(key, DType::kU64), {1}),
+                      Reshape(IntegerConstant(0, DType::kU64), {1})},
+                     0);
+}
+
+RandomDraw DrawBits(const Value& state, const Shape& shape, DType bits_dtype) {
+  std::vector<Value> results =
+      ir::MakeMultiOp("stablehlo.rng_bit_generator", {state},
+                      {TensorType{DType::kU64, {2}}, TensorType{bits_dtype, shape}},
+                      "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
+  return {results[0], results[1]};
+}
+
+namespace {
+
+// Uniform floats k * 2^-digits in [0, 1) of `compute` (f32 or f64), like the CPU's
+// uniform_real: the top `digits` bits of each random word, so every value is exact.
+RandomDraw DrawUniformDigits(const Value& state, const Shape& shape, DType compute, int digits) {
+  const DType bits_dtype = compute == DType::kF64 ? DType::kU64 : DType::kU32;
+  const int width = static_cast<int>(ByteSize(bits_dtype) * 8);
+  RandomDraw draw = DrawBits(state, shape, bits_dtype);
+  Value bits = Binary("stablehlo.shift_right_logical", draw.values,
+                      IntegerConstant(width - digits, bits_dtype));
+  draw.values = Mul(Convert(bits, compute), ScalarConstant(std::ldexp(1.0, -digits), compute));
+  return draw;
+}
+
+// Random bits (ui32 or ui64) of `shape` from the op's generator key, the last two arguments.
+Value RandomBits(const LoweringContext& ctx, const Shape& shape, DType bits_dtype) {
+  return DrawBits(InitialRandomState(ctx), shape, bits_dtype).values;
 }
 
 }  // namespace
 
-// Uniform floats k * 2^-digits in [0, 1) of `compute` (f32 or f64), like the CPU's
-// uniform_real: the top `digits` bits of each random word, so every value is exact.
 Value UniformUnit(const LoweringContext& ctx, const Shape& shape, DType compute, int digits) {
-  const DType bits_dtype = compute == DType::kF64 ? DType::kU64 : DType::kU32;
-  const int width = static_cast<int>(ByteSize(bits_dtype) * 8);
-  Value bits = Binary("stablehlo.shift_right_logical", RandomBits(ctx, shape, bits_dtype),
-                      IntegerConstant(width - digits, bits_dtype));
-  return Mul(Convert(bits, compute), ScalarConstant(std::ldexp(1.0, -digits), compute));
+  return DrawUniformDigits(InitialRandomState(ctx), shape, compute, digits).values;
+}
+
+RandomDraw DrawUniform(const Value& state, const Shape& shape, DType compute) {
+  return DrawUniformDigits(state, shape, compute, Digits(compute));
+}
+
+// Box-Muller: each pair of uniforms gives two samples.
+RandomDraw DrawNormal(const Value& state, const Shape& shape, DType compute) {
+  const int64_t count = ir::NumElements(shape);
+  const int64_t pairs = (count + 1) / 2;
+  RandomDraw draw = DrawUniform(state, {2, pairs}, compute);
+  // 1 - u lies in (0, 1], so the log is finite.
+  Value u1 = Reshape(Sub(ScalarConstant(1, compute), SliceAxis(draw.values, 0, 0, 1)), {pairs});
+  Value u2 = Reshape(SliceAxis(draw.values, 0, 1, 2), {pairs});
+  Value radius =
+      Unary("stablehlo.sqrt", Mul(ScalarConstant(-2, compute), Unary("stablehlo.log", u1)));
+  Value angle = Mul(ScalarConstant(2 * kPi, compute), u2);
+  Value samples = Concatenate(
+      {Mul(radius, Unary("stablehlo.cosine", angle)), Mul(radius, Unary("stablehlo.sine", angle))},
+      0);
+  draw.values = Reshape(SliceAxis(samples, 0, 0, count), shape);
+  return draw;
 }
 
 namespace {
@@ -178,21 +216,8 @@ std::vector<Value> LowerUniform(LoweringContext& ctx) {
 
 // ---- normal_(mean, std) and normal.{Tensor,float}_{Tensor,float} ----
 
-// Standard normal samples of `shape` by Box-Muller: each pair of uniforms gives two samples.
 Value StandardNormal(const LoweringContext& ctx, const Shape& shape, DType compute) {
-  const int64_t count = ir::NumElements(shape);
-  const int64_t pairs = (count + 1) / 2;
-  Value unit = UniformUnit(ctx, {2, pairs}, compute, Digits(compute));
-  // 1 - u lies in (0, 1], so the log is finite.
-  Value u1 = Reshape(Sub(ScalarConstant(1, compute), SliceAxis(unit, 0, 0, 1)), {pairs});
-  Value u2 = Reshape(SliceAxis(unit, 0, 1, 2), {pairs});
-  Value radius =
-      Unary("stablehlo.sqrt", Mul(ScalarConstant(-2, compute), Unary("stablehlo.log", u1)));
-  Value angle = Mul(ScalarConstant(2 * kPi, compute), u2);
-  Value samples = Concatenate(
-      {Mul(radius, Unary("stablehlo.cosine", angle)), Mul(radius, Unary("stablehlo.sine", angle))},
-      0);
-  return Reshape(SliceAxis(samples, 0, 0, count), shape);
+  return DrawNormal(InitialRandomState(ctx), shape, compute).values;
 }
 
 std::vector<Value> LowerNormal(LoweringContext& ctx) {
