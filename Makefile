@@ -44,11 +44,18 @@ define run_pytest
 	  if [ $$status = 5 ]; then echo "pytest collected no tests" >&2; fi; exit $$status
 endef
 
+# The suite runs in worker processes (pytest-xdist), one per core up to 8: most of a test's time is
+# one core's (Python, XLA's compiler), so two workers on two cores take about 0.7x one process's
+# time. A file whose tests share a module fixture is one xdist_group, so one worker runs it whole.
+# TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 8 ? n : 8 )))
+PYTEST_WORKERS := -n $(TEST_WORKERS) --dist loadgroup
+
 # The suite in the default fused eager mode, then the model and Hugging Face tests a second time
 # in strict mode (about a minute more): the two modes share every lowering but not the cuts.
 test-python: build
-	$(call run_pytest,,--durations=10 tests)
-	$(call run_pytest,TORCH_TPU_DEFER_AND_FUSE=0,tests/test_models.py tests/test_huggingface.py)
+	$(call run_pytest,,$(PYTEST_WORKERS) --durations=10 tests)
+	$(call run_pytest,TORCH_TPU_DEFER_AND_FUSE=0,$(PYTEST_WORKERS) tests/test_models.py tests/test_huggingface.py)
 
 test: build lint test-cpp test-python
 

@@ -19,6 +19,8 @@ _TOOL = pathlib.Path(__file__).resolve().parent.parent / "tools" / "conformance.
 _spec = importlib.util.spec_from_file_location("conformance", _TOOL)
 conformance = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(conformance)
+# The OpInfo database is loaded once per module: one worker runs the whole file under pytest-xdist.
+pytestmark = pytest.mark.xdist_group("conformance")
 
 SAMPLES = 3
 FLOAT32_OPS = [

@@ -22,6 +22,9 @@ import torch_tpu
 
 CASES_FILE = os.path.join(os.path.dirname(__file__), "distributed_cases.py")
 LAUNCH_TIMEOUT_S = 240
+# The worlds are launched once per module (fixtures below): under pytest-xdist every test here runs
+# on one worker, or each worker would launch them again.
+pytestmark = pytest.mark.xdist_group("distributed_worlds")
 
 
 def free_port() -> int:

@@ -25,6 +25,9 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "i32": torch.int32}
 SHAPE = (8, 3)  # dim 0 splits into 4 and into 2
 FACTOR = 0.3
 RING = [(r, (r + 1) % WORLD) for r in range(WORLD)]
+# The 4-device child runs once per module (the `runs` fixture): under pytest-xdist every test here
+# runs on one worker, or each worker would run it again.
+pytestmark = pytest.mark.xdist_group("distributed_in_program")
 
 # Reads the cases, runs each on the 4 devices, saves what every device got (or the error).
 CHILD = """

@@ -31,8 +31,9 @@ def float32_cpu_reference():
     yield
 
 
-# Each test compiles from a clean Dynamo (conftest's fresh_dynamo).
-pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+# Each test compiles from a clean Dynamo (conftest's fresh_dynamo); the kernels are defined once per
+# module (jax_kernels), so one worker runs the whole file under pytest-xdist.
+pytestmark = [pytest.mark.usefixtures("fresh_dynamo"), pytest.mark.xdist_group("kernels")]
 
 
 def tensor_type(shape, element="f32") -> str:
