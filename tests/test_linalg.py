@@ -369,6 +369,14 @@ LAYOUT_CASES = {
     "einsum of a transposed row": (lambda a, b: torch.einsum("ij,jk->ik", a[1].t(), b), [(2, 48, 40), (48, 36)]),
     "unit batches, both transposed rows": (lambda a, b: a[1].mT @ b[0].mT, [(2, 1, 1, 48, 3), (2, 1, 1, 5, 48)]),
     "bmm of a transposed row": (lambda a, b: torch.bmm(a[:1].mT, b), [(2, 48, 40), (1, 48, 36)]),
+    # A product transposed in the same program: XLA folds the transpose into the dot's output
+    # ((x @ w).t() and GLPN's and GroupViT's backward failed so in fused mode).
+    "x@w, transposed": (lambda a, b: (a @ b).t().contiguous(), [(40, 48), (48, 36)]),
+    "x@w, transposed, scaled": (lambda a, b: (a @ b).t() * 2, [(40, 48), (48, 36)]),
+    "bmm, transposed": (lambda a, b: (a @ b).mT.contiguous(), [(2, 16, 64), (2, 64, 16)]),
+    "bmm, transposed, scaled": (lambda a, b: (a @ b).mT * 2, [(2, 16, 64), (2, 64, 16)]),
+    "linear, transposed": (lambda x, w: F.linear(x, w).t().contiguous(), [(16, 64), (16, 64)]),
+    "linear, transposed, scaled": (lambda x, w: F.linear(x, w).t() * 2, [(16, 64), (16, 64)]),
 }
 
 

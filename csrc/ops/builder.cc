@@ -372,6 +372,15 @@ Value RowMajorOperand(const Value& value, const std::vector<int64_t>& order, siz
   return ir::MakeMultiOp("stablehlo.optimization_barrier", {fresh}, {fresh.type()})[0];
 }
 
+// A bf16 x bf16 -> f32 product, behind an optimization barrier: XLA would otherwise fold a
+// transpose of it ((x @ y).t(), a backward's transposed product) into the dot's output layout,
+// after it decided to keep the dot in bf16, leaving a bf16 dot its runtime cannot run. A bf16
+// result runs on any layout.
+Value RowMajorProduct(const Value& product) {
+  if (product.dtype() == DType::kBF16) return product;
+  return ir::MakeMultiOp("stablehlo.optimization_barrier", {product}, {product.type()})[0];
+}
+
 Value DotGeneralOp(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
                    const std::vector<int64_t>& rhs_batch, const std::vector<int64_t>& lhs_contract,
                    const std::vector<int64_t>& rhs_contract, const TensorType& type, bool highest) {
@@ -415,10 +424,13 @@ Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>&
     const Value product =
         DotGeneralOp(l, r, Range(0, batch), Range(0, batch), Range(l.rank() - contract, contract),
                      Range(batch, contract), TensorType{result, padded}, highest);
-    return Reshape(product, shape);
+    return Reshape(RowMajorProduct(product), shape);
   }
-  return DotGeneralOp(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
-                      TensorType{result, shape}, highest);
+  const Value product = DotGeneralOp(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
+                                     TensorType{result, shape}, highest);
+  return lhs.dtype() == DType::kBF16 && g_lowering_target.row_major_bf16_dots
+             ? RowMajorProduct(product)
+             : product;
 }
 
 }  // namespace torch_tpu::ops
