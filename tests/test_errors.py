@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
 
 import pytest
 import torch
-from conftest import make, run_python
+from conftest import assert_close, make, run_python
+from torch.utils._python_dispatch import _disable_current_modes
 
-from torch_tpu import _C
+import torch_tpu
+from torch_tpu import _C, kernels
 
 # An op with no lowering (fake quantization); if it gains one, pick another.
 UNSUPPORTED = "torch.fake_quantize_per_tensor_affine(x, 0.1, 0, 0, 255)"
@@ -75,6 +78,57 @@ def test_pjrt_compile_failure_carries_message_and_dump_path():
         assert dump.read() == bad
     # The plugin's own diagnosis is kept, not replaced by ours.
     assert "PJRT_Client_Compile" in message or "error" in message.lower()
+
+
+# A function the CPU plugin compiles but cannot run: a bf16 x bf16 = f32 product over a transposed
+# operand in a unit batch fails at run time ("Unsupported element type for DotThunk::Execute").
+FAILS_AT_RUN_TIME = """
+func.func @main(%a: tensor<8x8xbf16>, %b: tensor<8x8xbf16>) -> tensor<8x8xf32> {
+  %t = stablehlo.transpose %a, dims = [1, 0] : (tensor<8x8xbf16>) -> tensor<8x8xbf16>
+  %l = stablehlo.reshape %t : (tensor<8x8xbf16>) -> tensor<1x8x8xbf16>
+  %r = stablehlo.reshape %b : (tensor<8x8xbf16>) -> tensor<1x8x8xbf16>
+  %p = stablehlo.dot_general %l, %r, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+      : (tensor<1x8x8xbf16>, tensor<1x8x8xbf16>) -> tensor<1x8x8xf32>
+  %o = stablehlo.reshape %p : (tensor<1x8x8xf32>) -> tensor<8x8xf32>
+  return %o : tensor<8x8xf32>
+}"""
+fails_at_run_time = kernels.stablehlo(
+    FAILS_AT_RUN_TIME, name="test_errors::fails_at_run_time", result_types=((8, 8), torch.float32)
+)
+
+
+@pytest.mark.skipif(_C._platform()["platform"] != "cpu", reason="a failure of XLA's CPU plugin")
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_a_program_that_fails_at_run_time_names_the_op_and_keeps_the_rest(mode):
+    # A failure the plugin reports only when the program runs, not when it compiles: strict mode
+    # raises it at the op, as debug mode does; fused mode at the sync, naming the op and its line.
+    # Either way with the plugin's message and the program's file, and every other value survives.
+    cpu = make((8, 8))
+    # Without the CPU reference's dispatch mode, whose frame would be the line that recorded an op.
+    with _disable_current_modes(), torch_tpu.execution_mode(mode):
+        for _ in range(2):  # a second try fails the same way, not as an anonymous error
+            a = cpu.to("tpu").bfloat16()
+            kept = a.float() * 2  # recorded in the same fused program as the failing op
+            read = False
+            with pytest.raises(RuntimeError) as info:
+                product = fails_at_run_time(a, a)
+                line = inspect.currentframe().f_lineno - 1
+                read = True
+                (product + 1).cpu()
+            message = str(info.value)
+            assert "Unsupported element type for DotThunk" in message, message
+            dump = re.search(r"written to (\S+\.mlir)", message)
+            assert dump and os.path.exists(dump.group(1)), message
+            if mode == "strict":
+                assert not read, f"raised at the read, not at the op: {message}"
+            else:
+                assert (
+                    read and f"The failing op: kernel 'test_errors::fails_at_run_time' at {__file__}:{line}" in message
+                ), message
+            assert_close(kept, cpu.bfloat16().float() * 2)
+            assert_close(a, cpu.bfloat16())
+    torch.tpu.synchronize()  # reported once: nothing left to raise
+    assert_close(torch.arange(4.0, device="tpu") + 1, torch.arange(4.0) + 1)
 
 
 def test_device_out_of_memory_raises_out_of_memory_error():

@@ -1,5 +1,6 @@
 #include "exec/replay.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -49,6 +50,12 @@ std::string FailingOrigin(const ir::Program& program, int device_index) {
     }
     if (results.empty()) continue;
     ir::Program replay = ir::BuildProgram(results);
+    // A buffer the failed run consumed (donated to it) cannot be read again: its readers are
+    // not replayed.
+    const bool reads_consumed = std::any_of(
+        replay.parameters.begin(), replay.parameters.end(),
+        [](const ir::Node* parameter) { return ParameterBuffer(parameter)->donated(); });
+    if (reads_consumed) continue;
     try {
       const std::vector<bool> donated(replay.parameters.size() + replay.scalar_packs.size(), false);
       for (const auto& output : RunProgram(replay, donated, device_index, "replay"))

@@ -190,15 +190,24 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
   std::vector<std::shared_ptr<runtime::Buffer>> uploads;
   std::vector<PJRT_Buffer*> arguments;
   for (const ir::Node* parameter : program.parameters) {
-    arguments.push_back(static_cast<const runtime::Buffer*>(parameter->buffer.get())->raw());
+    arguments.push_back(ParameterBuffer(parameter)->raw());
   }
   for (const ir::ScalarPack& pack : program.scalar_packs) {
     uploads.push_back(UploadScalarPack(pack, device));
     arguments.push_back(uploads.back()->raw());
   }
   try {
-    return ExecuteProfiled(*executable, arguments, donated, device, signature, program.nodes.size(),
-                           reason);
+    auto outputs = ExecuteProfiled(*executable, arguments, donated, device, signature,
+                                   program.nodes.size(), reason);
+    // Runs of an executable are awaited until one completes cleanly: a program that compiles but
+    // fails at run time (an op the plugin cannot execute) then fails here, where its program and
+    // ops are known, and not at some later read with the plugin's message alone. A first run
+    // follows a compile or a disk load, which costs far more than the wait.
+    if (!executable->ran_cleanly()) {
+      for (const auto& output : outputs) output->AwaitReady();
+      executable->MarkRanCleanly();
+    }
+    return outputs;
   } catch (const runtime::PjrtError& e) {
     const std::string dump = DumpProgram(signature, ir::PrintProgram(program));
     throw runtime::PjrtError(
@@ -269,6 +278,10 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
     if (GraphCapture* capture = ActiveGraphCapture()) capture->OnCut(program, targets);
   } catch (const runtime::PjrtError& e) {
     lock.lock();
+    // A run that failed has still consumed the buffers donated to it: no replay reads them.
+    for (size_t p = 0; p < program.parameters.size(); ++p) {
+      if (donated[p]) ParameterBuffer(program.parameters[p])->MarkDonated();
+    }
     // A program of several ops is replayed op by op to name the one that failed.
     const std::string culprit = FailingOrigin(program, device_index);
     if (culprit.empty()) throw;
@@ -280,9 +293,7 @@ void Materialize(const std::vector<DeviceStorage*>& storages, const std::string&
   if (reason == kCompiledGraphReason) metrics.compiled_graph_executions++;
   for (size_t p = 0; p < donated.size(); ++p) {
     if (!donated[p]) continue;
-    const_cast<runtime::Buffer*>(
-        static_cast<const runtime::Buffer*>(program.parameters[p]->buffer.get()))
-        ->MarkDonated();
+    ParameterBuffer(program.parameters[p])->MarkDonated();
     metrics.donated_buffers++;
   }
   program = ir::Program{};  // release graph references before installing results

@@ -98,6 +98,10 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
                                                          const std::vector<bool>& donated,
                                                          int device_index,
                                                          const std::string& reason);
+// The buffer a buffer parameter binds (the execution layer owns the buffers of the IR's nodes).
+inline runtime::Buffer* ParameterBuffer(const ir::Node* parameter) {
+  return const_cast<runtime::Buffer*>(static_cast<const runtime::Buffer*>(parameter->buffer.get()));
+}
 // Registers a launched program with synchronize() (debug mode: waits for it).
 void NoteLaunched(const std::vector<std::shared_ptr<runtime::Buffer>>& outputs);
 // Waits for every execution launched so far (torch.tpu.synchronize); raises its errors.

@@ -2,6 +2,7 @@
 // Knows nothing of torch. Every PJRT_Error becomes a PjrtError carrying the plugin's message.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -169,11 +170,15 @@ class Executable {
       const std::vector<std::vector<PJRT_Buffer*>>& argument_lists);
   // Plugin-specific serialized form, for the disk cache.
   std::string Serialize() const;
+  // Whether a run of it has completed without error (the execution layer awaits runs until then).
+  bool ran_cleanly() const { return ran_cleanly_.load(std::memory_order_relaxed); }
+  void MarkRanCleanly() { ran_cleanly_.store(true, std::memory_order_relaxed); }
 
  private:
   std::shared_ptr<Plugin> plugin_;
   PJRT_LoadedExecutable* executable_;
   size_t num_outputs_ = 0;
+  std::atomic<bool> ran_cleanly_{false};
 };
 
 struct CompileOptions {
