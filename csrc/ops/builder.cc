@@ -46,6 +46,37 @@ Value Reshape(const Value& value, const Shape& shape) {
   return ir::MakeOp("stablehlo.reshape", {value}, TensorType{value.dtype(), shape});
 }
 
+namespace {
+
+// The op behind `value` once ops that keep its layout in XLA's eyes are looked through: XLA lays
+// out their results as their operands, so a layout it picks for one reaches the op behind.
+const ir::Node* ThroughLayoutKeepingOps(const Value& value) {
+  static const std::set<std::string_view> kLayoutKeeping{
+      "stablehlo.convert", "stablehlo.reshape", "stablehlo.broadcast_in_dim", "stablehlo.slice",
+      "stablehlo.dynamic_slice"};
+  const ir::Node* node = value.node.get();
+  while (node->kind == ir::NodeKind::kOp && kLayoutKeeping.count(node->op->text) > 0) {
+    node = node->operands[0].node.get();
+  }
+  return node;
+}
+
+bool IsOp(const ir::Node* node, std::string_view op) {
+  return node->kind == ir::NodeKind::kOp && node->op->text == op;
+}
+
+Value Barrier(const Value& value) {
+  return ir::MakeMultiOp("stablehlo.optimization_barrier", {value}, {value.type()})[0];
+}
+
+// A bf16 x bf16 -> f32 product (DEFAULT precision) on a target that keeps such dots row-major.
+bool WidenedBf16Product(const ir::Node* node) {
+  return CurrentLoweringTarget().row_major_bf16_dots && IsOp(node, "stablehlo.dot_general") &&
+         node->operands[0].dtype() == DType::kBF16 && node->results[0].dtype != DType::kBF16;
+}
+
+}  // namespace
+
 Value Transpose(const Value& value, const std::vector<int64_t>& permutation) {
   bool identity = true;
   for (size_t i = 0; i < permutation.size(); ++i)
@@ -53,7 +84,12 @@ Value Transpose(const Value& value, const std::vector<int64_t>& permutation) {
   if (identity) return value;
   Shape shape;
   for (int64_t p : permutation) shape.push_back(value.shape().at(p));
-  return ir::MakeOp("stablehlo.transpose", {value}, TensorType{value.dtype(), shape},
+  // XLA would fold the transpose of a widened bf16 product ((x @ w).t(), a backward's transposed
+  // product) into the dot's output layout, after it decided to keep the dot in bf16, leaving a
+  // bf16 dot its runtime cannot run. The barrier keeps the product row-major; a barrier on every
+  // product instead cost an MLP training step 15-25%.
+  const Value operand = WidenedBf16Product(ThroughLayoutKeepingOps(value)) ? Barrier(value) : value;
+  return ir::MakeOp("stablehlo.transpose", {operand}, TensorType{value.dtype(), shape},
                     "permutation = " + ir::I64Array(permutation));
 }
 
@@ -348,14 +384,7 @@ std::vector<int64_t> Range(size_t from, size_t count) {
 // offset), leaving a bf16 dot that its runtime cannot run.
 bool RowMajor(const Value& value, const std::vector<int64_t>& order) {
   if (order != Range(0, order.size())) return false;
-  static const std::set<std::string_view> kLayoutKeeping{
-      "stablehlo.convert", "stablehlo.reshape", "stablehlo.broadcast_in_dim", "stablehlo.slice",
-      "stablehlo.dynamic_slice"};
-  const ir::Node* node = value.node.get();
-  while (node->kind == ir::NodeKind::kOp && kLayoutKeeping.count(node->op->text) > 0) {
-    node = node->operands[0].node.get();
-  }
-  return node->kind != ir::NodeKind::kOp || node->op->text != "stablehlo.transpose";
+  return !IsOp(ThroughLayoutKeepingOps(value), "stablehlo.transpose");
 }
 
 // `value` with its dims in `order` and a unit dim at `unit_at`; unless it was row-major already,
@@ -368,17 +397,7 @@ Value RowMajorOperand(const Value& value, const std::vector<int64_t>& order, siz
   for (int64_t d : order) shape.push_back(value.shape()[d]);
   shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(unit_at), 1);
   const Value fresh = Reshape(row_major ? value : Transpose(value, order), shape);
-  if (row_major) return fresh;
-  return ir::MakeMultiOp("stablehlo.optimization_barrier", {fresh}, {fresh.type()})[0];
-}
-
-// A bf16 x bf16 -> f32 product, behind an optimization barrier: XLA would otherwise fold a
-// transpose of it ((x @ y).t(), a backward's transposed product) into the dot's output layout,
-// after it decided to keep the dot in bf16, leaving a bf16 dot its runtime cannot run. A bf16
-// result runs on any layout.
-Value RowMajorProduct(const Value& product) {
-  if (product.dtype() == DType::kBF16) return product;
-  return ir::MakeMultiOp("stablehlo.optimization_barrier", {product}, {product.type()})[0];
+  return row_major ? fresh : Barrier(fresh);
 }
 
 Value DotGeneralOp(const Value& lhs, const Value& rhs, const std::vector<int64_t>& lhs_batch,
@@ -424,13 +443,10 @@ Value DotGeneral(const Value& lhs, const Value& rhs, const std::vector<int64_t>&
     const Value product =
         DotGeneralOp(l, r, Range(0, batch), Range(0, batch), Range(l.rank() - contract, contract),
                      Range(batch, contract), TensorType{result, padded}, highest);
-    return Reshape(RowMajorProduct(product), shape);
+    return Reshape(product, shape);
   }
-  const Value product = DotGeneralOp(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
-                                     TensorType{result, shape}, highest);
-  return lhs.dtype() == DType::kBF16 && g_lowering_target.row_major_bf16_dots
-             ? RowMajorProduct(product)
-             : product;
+  return DotGeneralOp(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract,
+                      TensorType{result, shape}, highest);
 }
 
 }  // namespace torch_tpu::ops
