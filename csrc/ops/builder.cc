@@ -375,8 +375,6 @@ std::vector<int64_t> Range(size_t from, size_t count) {
   return dims;
 }
 
-// Whether XLA sees `value` laid out row-major already: its dims need no reordering, and it is
-// not a transpose (whose result XLA lays out as its operand, permuted), even through converts.
 // Whether `value` in dim order `order` is row-major, and stays so through XLA's simplifications:
 // a transpose behind converts, reshapes, broadcasts or slices is not. XLA drops a unit batch dim
 // that a broadcast added, or moves a slice, and then folds the transpose into the dot after it
