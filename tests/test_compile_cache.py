@@ -269,3 +269,33 @@ print(json.dumps(dict(maps=after_first, same=first[:30] == again, disk=m["disk_c
     bounded, unbounded = figures["1800"], figures["1000000"]
     assert bounded["maps"] < 1800 < unbounded["maps"], figures
     assert bounded["disk"] >= 25 and unbounded["disk"] == 0, figures
+
+
+# The XLA_FLAGS a process saw, before and after its device started, and the cache folder it used.
+FLAGS_WORKLOAD = """
+import json, os, torch, torch_tpu
+before = os.environ.get("XLA_FLAGS", "unset")
+torch.arange(6.0, device="tpu").sum().item()
+print(json.dumps([before, os.environ.get("XLA_FLAGS", "unset"), torch_tpu._C._platform()["plugin_identity"]]))
+"""
+
+
+def test_xla_flags_are_left_as_they_were_and_key_the_cache(tmp_path):
+    # torch_tpu's defaults for XLA's CPU compiler are set only while the plugin reads them, so
+    # another XLA in the process (JAX's) never sees them; a user's flags change the programs, so
+    # they get a cache folder of their own.
+    def identity(flags):
+        env = {"TORCH_TPU_CACHE_DIR": str(tmp_path)}
+        if flags is not None:
+            env["XLA_FLAGS"] = flags
+        unset = "import os; os.environ.pop('XLA_FLAGS', None)\n"
+        result = run_python(FLAGS_WORKLOAD if flags is not None else unset + FLAGS_WORKLOAD, **env)
+        assert result.returncode == 0, result.stderr
+        before, after, folder = json.loads(result.stdout.strip().splitlines()[-1])
+        assert before == after == (flags if flags is not None else "unset")
+        return folder
+
+    default = identity(None)
+    own = identity("--xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT")
+    assert own != default
+    assert {entry.parent.parent.name for entry in cache_entries(tmp_path)} >= {default, own}

@@ -20,6 +20,7 @@
 
 #include "exec/context.h"
 #include "exec/profile.h"
+#include "runtime/xla_flags.h"
 
 namespace torch_tpu::exec {
 
@@ -317,6 +318,13 @@ std::string PluginIdentity() {
     identity = HashFile(plugin.path()).substr(0, 16) + "-v" +
                std::to_string(plugin.major_version()) + "." +
                std::to_string(plugin.minor_version());
+    // The compiler's flags shape its programs: other flags, other folder.
+    const std::string flags = runtime::XlaFlagsAtClientCreation();
+    if (!flags.empty()) {
+      ir::Hasher hash;
+      hash.Add(flags);
+      identity += "-flags-" + hash.Finish().ToHex().substr(0, 8);
+    }
   });
   return identity;
 }

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "runtime/host_heap.h"
+#include "runtime/xla_flags.h"
 
 namespace torch_tpu::exec {
 
@@ -81,6 +82,8 @@ runtime::Client& GetClient() {
     std::string tried;
     for (const PluginCandidate& candidate : state.candidates) {
       try {
+        // XLA reads XLA_FLAGS while the plugin starts (runtime/xla_flags.h).
+        const runtime::ScopedCpuXlaFlags flags(runtime::IsXlaCpuPlugin(candidate.path));
         auto plugin = runtime::Plugin::Load(candidate.path);
         state.client = runtime::Client::Create(plugin, state.num_devices);
         state.label = candidate.label;
