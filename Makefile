@@ -78,6 +78,7 @@ bench: build
 	$(PY) benchmarks/bench_train.py
 	$(PY) benchmarks/bench_precision.py
 	$(PY) benchmarks/bench_modes.py
+	$(PY) benchmarks/bench_reductions.py
 	$(PY) benchmarks/bench_mlp_step.py
 	$(PY) benchmarks/bench_generate_compiles.py
 	$(PY) benchmarks/bench_distributed.py

@@ -14,8 +14,9 @@ bool IsXlaCpuPlugin(const std::string& path);
 // not name (a user's own value wins). Restores the variable as it was.
 //
 // The default: reductions run as YNNPACK fusions, beside the dots, which run there by default.
-// XLA's own loops keep a reduction on one core and reduce a row one element at a time; YNNPACK's
-// kernels measured 3.5x faster on a 2048x2048 sum, and a compiled LM training step 15% faster.
+// A 2048x2048 f32 sum measured 0.72 ms in XLA's own reduction loop and 0.18-0.24 ms on YNNPACK
+// (torch's CPU kernel: 0.13); the 2-layer LM training step gained 2-6% (its reductions are
+// small). setenv is not thread-safe: this runs once, under the client lock, before any program.
 class ScopedCpuXlaFlags {
  public:
   explicit ScopedCpuXlaFlags(bool apply);
