@@ -20,7 +20,6 @@
 
 #include "exec/context.h"
 #include "exec/profile.h"
-#include "runtime/xla_flags.h"
 
 namespace torch_tpu::exec {
 
@@ -319,7 +318,7 @@ std::string PluginIdentity() {
                std::to_string(plugin.major_version()) + "." +
                std::to_string(plugin.minor_version());
     // The compiler's flags shape its programs: other flags, other folder.
-    const std::string flags = runtime::XlaFlagsAtClientCreation();
+    const std::string flags = XlaFlagsAtStart();
     if (!flags.empty()) {
       ir::Hasher hash;
       hash.Add(flags);

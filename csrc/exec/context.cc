@@ -41,6 +41,7 @@ struct ClientState {
   bool tried = false;
   std::string error;
   std::string label;
+  std::string xla_flags;  // as the plugin read them when it started
   std::shared_ptr<runtime::Client> client;
 };
 
@@ -87,6 +88,7 @@ runtime::Client& GetClient() {
         auto plugin = runtime::Plugin::Load(candidate.path);
         state.client = runtime::Client::Create(plugin, state.num_devices);
         state.label = candidate.label;
+        state.xla_flags = flags.flags();
         // The CPU plugin's device memory is the malloc heap (runtime/host_heap.h).
         if (state.client->platform_name() == "cpu") runtime::KeepHostHeap();
         pthread_atfork(nullptr, nullptr, &MarkForkedChild);
@@ -128,6 +130,12 @@ std::string PluginLabel() {
   ClientState& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.label;
+}
+
+std::string XlaFlagsAtStart() {
+  ClientState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.xla_flags;
 }
 
 int DeviceCount() { return IsAvailable() ? static_cast<int>(GetClient().devices().size()) : 0; }

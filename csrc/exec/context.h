@@ -32,6 +32,9 @@ bool IsInitialized();
 const runtime::Device& GetDevice(int index);
 int DeviceCount();  // 0 when unavailable
 std::string PluginLabel();
+// XLA_FLAGS as the plugin read them when its client started (runtime/xla_flags.h): part of the
+// disk cache's identity, since they change the programs compiled. "" before then or when unset.
+std::string XlaFlagsAtStart();
 
 // Warnings are routed to the binding layer (TORCH_WARN); default prints to stderr.
 void SetWarningHandler(std::function<void(const std::string&)> handler);

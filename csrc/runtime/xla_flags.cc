@@ -1,25 +1,20 @@
 #include "runtime/xla_flags.h"
 
 #include <cstdlib>
-#include <mutex>
-#include <utility>
-#include <vector>
 
 namespace torch_tpu::runtime {
 
 namespace {
 
-// (flag, value) pairs appended for XLA's CPU plugin.
-const std::vector<std::pair<std::string, std::string>>& CpuDefaults() {
-  static const std::vector<std::pair<std::string, std::string>> defaults = {
-      {"xla_cpu_experimental_ynn_fusion_type",
-       "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"},
-  };
-  return defaults;
-}
-
-std::mutex g_mutex;
-std::string g_seen;  // guarded by g_mutex
+// The flags appended for XLA's CPU plugin, with their values.
+struct CpuDefault {
+  const char* flag;
+  const char* value;
+};
+constexpr CpuDefault kCpuDefaults[] = {
+    {"xla_cpu_experimental_ynn_fusion_type",
+     "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"},
+};
 
 }  // namespace
 
@@ -33,17 +28,14 @@ ScopedCpuXlaFlags::ScopedCpuXlaFlags(bool apply) {
   const char* value = std::getenv("XLA_FLAGS");
   had_value_ = value != nullptr;
   previous_ = had_value_ ? value : "";
-  std::string flags = previous_;
-  if (apply) {
-    for (const auto& [flag, default_value] : CpuDefaults()) {
-      if (previous_.find(flag) != std::string::npos) continue;
-      flags += (flags.empty() ? "--" : " --") + flag + "=" + default_value;
-    }
-    applied_ = flags != previous_;
-    if (applied_) setenv("XLA_FLAGS", flags.c_str(), 1);
+  flags_ = previous_;
+  if (!apply) return;
+  for (const CpuDefault& entry : kCpuDefaults) {
+    if (previous_.find(entry.flag) != std::string::npos) continue;
+    flags_ += std::string(flags_.empty() ? "--" : " --") + entry.flag + "=" + entry.value;
   }
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_seen = flags;
+  applied_ = flags_ != previous_;
+  if (applied_) setenv("XLA_FLAGS", flags_.c_str(), 1);
 }
 
 ScopedCpuXlaFlags::~ScopedCpuXlaFlags() {
@@ -52,11 +44,6 @@ ScopedCpuXlaFlags::~ScopedCpuXlaFlags() {
     setenv("XLA_FLAGS", previous_.c_str(), 1);
   else
     unsetenv("XLA_FLAGS");
-}
-
-std::string XlaFlagsAtClientCreation() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_seen;
 }
 
 }  // namespace torch_tpu::runtime

@@ -24,14 +24,14 @@ class ScopedCpuXlaFlags {
   ScopedCpuXlaFlags(const ScopedCpuXlaFlags&) = delete;
   ScopedCpuXlaFlags& operator=(const ScopedCpuXlaFlags&) = delete;
 
+  // XLA_FLAGS as the plugin reads it while this is alive ("" when unset).
+  const std::string& flags() const { return flags_; }
+
  private:
   bool applied_ = false;
   bool had_value_ = false;
   std::string previous_;
+  std::string flags_;
 };
-
-// XLA_FLAGS as the plugin's client read it: part of the disk cache's identity, since the flags
-// change the programs compiled. "" before a client exists or when the variable was unset.
-std::string XlaFlagsAtClientCreation();
 
 }  // namespace torch_tpu::runtime
