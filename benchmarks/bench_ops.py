@@ -34,6 +34,9 @@ CASES = {
     "x@w.T 1024": (_matrices((1024, 1024), (1024, 1024)), lambda a, b: a @ b.t()),
     "x.T@w 1024": (_matrices((1024, 1024), (1024, 1024)), lambda a, b: a.t() @ b),
     "q@k.mT 32x128x64": (_matrices((32, 128, 64), (32, 128, 64)), lambda q, k: q @ k.mT),
+    # nn.Linear's x @ w.T with a small batch: the weight is the larger operand.
+    "linear 64x512>256": (_matrices((64, 512), (256, 512)), torch.nn.functional.linear),
+    "linear 64x256>512": (_matrices((64, 256), (512, 256)), torch.nn.functional.linear),
 }
 
 
