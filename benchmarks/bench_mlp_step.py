@@ -6,7 +6,9 @@ runs on either package for a side-by-side comparison on the same machine and plu
     TPU_LIBRARY_PATH=<xla_cpu_pjrt.so> <venv with torch-tpu 0.2.0>/bin/python benchmarks/bench_mlp_step.py
 
 Prints the median step time (loss read back each step) in each eager mode, and for torch_tpu where
-a fused step's time goes: recording, the host side of the launch, and the wait for the program.
+a fused step's time goes: recording, the host side of the launch, and the wait for the program;
+then each of the step's three programs (forward, backward, optimizer) recorded and run alone, beside
+the same phase in native CPU torch, which shows whether the host or the device bounds the step.
 """
 
 from __future__ import annotations
@@ -69,7 +71,52 @@ def main(steps: int = 30, warmup: int = 5) -> None:
             f"{package:18} {'fused phases':15} record {record:.2f} ms, launch {launch:.2f} ms (host), "
             f"then waiting for the program {wait:.2f} ms"
         )
+        print(f"{'':18} {'phases alone':15} {isolated_phases(steps)}")
     torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_NEVER)
+
+
+def isolated_phases(steps):
+    """Fused mode, ours only: each phase of the step recorded, then its program run with nothing
+    else in flight (medians, ms), and the same phase in native CPU torch. A fused step overlaps
+    one phase's program with the next phase's recording, so its time is about the larger of the
+    recording and program sums."""
+
+    def phases(device):
+        torch.manual_seed(0)
+        model = mlp().to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = torch.randn(64, 256).to(device), torch.randint(0, 10, (64,)).to(device)
+        wait = torch.accelerator.synchronize if device != "cpu" else lambda: None
+        holder = {}
+        work = {
+            "forward": lambda: holder.update(
+                loss=(optimizer.zero_grad(), torch.nn.functional.cross_entropy(model(x), y))[1]
+            ),
+            "backward": lambda: holder["loss"].backward(),
+            "optimizer": optimizer.step,
+        }
+        times = {(name, part): [] for name in work for part in ("record", "program")}
+        for step in range(steps + 5):
+            for name, run in work.items():
+                wait()
+                start = time.perf_counter()
+                run()
+                recorded = time.perf_counter()
+                if device != "cpu":
+                    torch_tpu._C._launch_pending()
+                    wait()
+                if step >= 5:
+                    times[name, "record"].append(recorded - start)
+                    times[name, "program"].append(time.perf_counter() - recorded)
+        return {key: statistics.median(v) * 1e3 for key, v in times.items()}
+
+    torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_AND_FUSE)
+    tpu, cpu = phases("tpu"), phases("cpu")
+    return "; ".join(
+        f"{name}: record {tpu[name, 'record']:.2f} + program {tpu[name, 'program']:.2f} "
+        f"(CPU torch {cpu[name, 'record']:.2f})"
+        for name in ("forward", "backward", "optimizer")
+    )
 
 
 def fused_step_phases(record_step, steps):
