@@ -87,14 +87,13 @@ def isolated_phases(steps):
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         x, y = torch.randn(64, 256).to(device), torch.randint(0, 10, (64,)).to(device)
         wait = torch.accelerator.synchronize if device != "cpu" else lambda: None
-        holder = {}
-        work = {
-            "forward": lambda: holder.update(
-                loss=(optimizer.zero_grad(), torch.nn.functional.cross_entropy(model(x), y))[1]
-            ),
-            "backward": lambda: holder["loss"].backward(),
-            "optimizer": optimizer.step,
-        }
+        losses = []
+
+        def forward():
+            optimizer.zero_grad()
+            losses[:] = [torch.nn.functional.cross_entropy(model(x), y)]
+
+        work = {"forward": forward, "backward": lambda: losses[0].backward(), "optimizer": optimizer.step}
         times = {(name, part): [] for name in work for part in ("record", "program")}
         for step in range(steps + 5):
             for name, run in work.items():
