@@ -36,11 +36,16 @@ def mlp() -> torch.nn.Module:
     )
 
 
-def main(steps: int = 30, warmup: int = 5) -> None:
+def setup(device: str):
+    """The model, its AdamW optimizer and one batch on `device`, from the same seed each time."""
     torch.manual_seed(0)
-    model = mlp().to("tpu")
+    model = mlp().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = torch.randn(64, 256).to("tpu"), torch.randint(0, 10, (64,)).to("tpu")
+    return model, optimizer, torch.randn(64, 256).to(device), torch.randint(0, 10, (64,)).to(device)
+
+
+def main(steps: int = 30, warmup: int = 5) -> None:
+    model, optimizer, x, y = setup("tpu")
 
     def record():
         optimizer.zero_grad()
@@ -82,10 +87,7 @@ def isolated_phases(steps):
     recording and program sums."""
 
     def phases(device):
-        torch.manual_seed(0)
-        model = mlp().to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        x, y = torch.randn(64, 256).to(device), torch.randint(0, 10, (64,)).to(device)
+        model, optimizer, x, y = setup(device)
         wait = torch.accelerator.synchronize if device != "cpu" else lambda: None
         losses = []
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -397,7 +398,7 @@ std::vector<int64_t> PermutationOf(const ir::Node& transpose) {
   std::vector<int64_t> permutation;
   const std::string& text = transpose.attributes;
   for (size_t at = text.find(':'); at != std::string::npos; at = text.find(',', at + 1)) {
-    permutation.push_back(std::stoll(text.substr(at + 1)));
+    permutation.push_back(std::strtoll(text.c_str() + at + 1, nullptr, 10));  // no substring copy
   }
   return permutation;
 }
