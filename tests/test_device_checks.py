@@ -1,7 +1,8 @@
 """Device-side checks of argument values, against PyTorch on the CPU: binary_cross_entropy's input
 and target in [0, 1], bernoulli's p in [0, 1], multinomial's probabilities, and masked_scatter's
-source holding at least as many elements as its mask selects; and the indices of max_unpool (into
-each output plane) and searchsorted's sorter. The CPU raises at the
+source holding at least as many elements as its mask selects, histc's range taken from data that
+is not all finite; and the indices of max_unpool (into each output plane) and searchsorted's sorter.
+The CPU raises at the
 op and CUDA trips a device-side assert; tpu raises the CPU's error at the next synchronization
 (debug mode: at the op), and otherwise gives the CPU's results (csrc/aten/device_checks.h).
 Index bounds are in test_indexing.py.
@@ -210,6 +211,35 @@ def test_masked_scatter_raises_the_cpu_error_when_the_source_runs_out(mode, shor
             torch.tpu.synchronize()  # reported once
         else:
             assert_close(x.to(TPU).masked_scatter(mask.to(TPU), source.to(TPU)), expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize(
+    "bad",
+    [[float("nan")], [float("inf")], [-float("inf")], [-0.0, float("inf")], [float("nan"), -float("inf")]],
+    ids=["nan", "inf", "-inf", "min_-0_and_inf", "nan_and_-inf"],
+)
+def test_histc_raises_the_cpu_error_for_a_data_range_that_is_not_finite(mode, dtype, bad):
+    x = make((20,), dtype, -3, 3)
+    if bad[0] == -0.0:  # the range's min is -0.0, whose bits are what a passing check holds
+        x = x.abs()
+    x[torch.randperm(20)[: len(bad)]] = torch.tensor(bad, dtype=dtype)
+    with pytest.raises(RuntimeError) as expected:
+        torch.histc(x, bins=7)
+    with torch_tpu.execution_mode(mode):
+        with pytest.raises(RuntimeError) as raised:
+            torch.histc(x.to(TPU), bins=7).cpu()
+        # The sign a NaN prints with is the processor's (x86's default NaN prints "-nan").
+        message = str(raised.value).splitlines()[0].replace("-nan", "nan")
+        assert message == str(expected.value).splitlines()[0].replace("-nan", "nan")
+        if mode != "debug":
+            assert re.search(r"device-side check of aten::histc at \S+\.py:\d+", str(raised.value))
+        torch.tpu.synchronize()  # reported once
+        # A finite data range, or a given one, is no error: the CPU's counts.
+        finite = x.nan_to_num(0.0, 0.0, 0.0)
+        assert_close(torch.histc(finite.to(TPU), bins=7), torch.histc(finite, bins=7))
+        assert_close(torch.histc(x.to(TPU), bins=7, min=-3, max=3), torch.histc(x, bins=7, min=-3, max=3))
 
 
 def test_debug_mode_raises_before_masked_scatter_writes():

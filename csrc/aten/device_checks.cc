@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/accumulate.h>
+#include <c10/util/bit_cast.h>
 
 #include <memory>
 #include <mutex>
@@ -48,6 +49,8 @@ enum class Error {
   kNegativeStd,     // RuntimeError: normal expects all elements of std >= 0.0
   kPoissonRate,     // RuntimeError: invalid Poisson rate, expected rate to be non-negative
   kSourceTooShort,  // RuntimeError: Number of elements of source < number of ones in mask
+  // The value and position are the bits of the data's min and max (ops::NonFiniteDataRange):
+  kHistcRange,  // RuntimeError: torch.histc: range of [1, inf] is not finite
 };
 
 // How an op indexes `indexed`: through its "indices" list (one per leading dim), its `index`
@@ -142,6 +145,15 @@ constexpr CountCheck kCountChecks[] = {
     {"masked_scatter", "mask", "source", Error::kSourceTooShort},
 };
 
+// histc's range is the data's when min == max: the CPU rejects it when it is not finite.
+bool ChecksDataRange(const std::string& lowering_name) { return lowering_name == "histc"; }
+
+// A float from the bits a check holds: an f64's when `width` is 64, else an f32's.
+double FromBits(int64_t bits, int64_t width) {
+  if (width == 64) return c10::bit_cast<double>(bits);
+  return c10::bit_cast<float>(static_cast<uint32_t>(bits));
+}
+
 const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack& args,
                             const char* name) {
   const std::optional<int> index = schema.argumentIndexWithName(name);
@@ -151,7 +163,8 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
 
 // Raises `error`, the CPU's, for a check that found `v` (an index, or a code) at `position` (in
 // the CPU's order) of an argument indexing dim `dim` of `size` (`extent`: its dims, "4x4", where
-// the message names them); `context` follows it.
+// the message names them); `context` follows it. For kHistcRange, `v` and `position` are the
+// range's bits and `size` their float's width.
 [[noreturn]] void RaiseFailedCheck(Error error, int64_t v, int64_t position, int64_t dim,
                                    int64_t size, const std::string& extent,
                                    const std::string& context = "") {
@@ -213,6 +226,9 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
       TORCH_CHECK(false, "invalid Poisson rate, expected rate to be non-negative", context);
     case Error::kSourceTooShort:
       TORCH_CHECK(false, "Number of elements of source < number of ones in mask", context);
+    case Error::kHistcRange:
+      TORCH_CHECK(false, "torch.histc: range of [", FromBits(v, size), ", ",
+                  FromBits(position, size), "] is not finite", context);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown device check error kind");
 }
@@ -264,7 +280,7 @@ bool HasDomainOrCountChecks(const std::string& lowering_name) {
   for (const CountCheck& check : kCountChecks) {
     if (lowering_name == check.lowering) return true;
   }
-  return false;
+  return ChecksDataRange(lowering_name);
 }
 
 // "4x4": the dims an error names.
@@ -346,6 +362,12 @@ struct FirstFailure {
   int64_t position;
 };
 
+// Both entries hold the sentinel only when the check found nothing (a failed histc range check's
+// min may be -0.0, whose bits are the sentinel's).
+bool Passed(const FirstFailure& found) {
+  return found.value == ops::kNoIndexOutOfRange && found.position == ops::kNoIndexOutOfRange;
+}
+
 // A recorded device-side check: `storage` (an i64 [2] on the device) holds its FirstFailure.
 struct DeviceCheck {
   c10::Storage storage;
@@ -415,7 +437,7 @@ void ReadDeviceChecks(bool raise) {
       }
       check->found = found;
     }
-    if (check->found->value == ops::kNoIndexOutOfRange) continue;
+    if (Passed(*check->found)) continue;
     if (!raise) return keep(check, checks.end());
     const DeviceCheck failed = std::move(*check);
     keep(check + 1, checks.end());
@@ -522,6 +544,17 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
                             Argument(schema, args, check.source).toTensor().numel()),
         DeviceCheckReport{check.error, 0, 0, nullptr});
   }
+  if (ChecksDataRange(ctx.name)) {
+    const at::Tensor& self = Argument(schema, args, "self").toTensor();
+    const ir::Value value = lowered("self", 0).first;
+    const bool data_range = Argument(schema, args, "min").toScalar().toDouble() ==
+                            Argument(schema, args, "max").toScalar().toDouble();
+    if (data_range && self.is_floating_point() && self.numel() > 0 && value) {
+      const int64_t width = self.scalar_type() == at::kDouble ? 64 : 32;
+      add(self, ops::NonFiniteDataRange(value),
+          DeviceCheckReport{Error::kHistcRange, 0, width, nullptr});
+    }
+  }
   if (checks.empty()) return;
   // Debug mode raises at the op, before its results are written, except inside a deferred scope
   // (a compiled graph's trace, an optimizer step), which cannot run the checks yet.
@@ -532,7 +565,7 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
     for (const DeviceCheck& check : checks) {
       FirstFailure found{};
       exec::CopyToHost(*StorageOf(check.storage), &found, sizeof(found));
-      if (found.value != ops::kNoIndexOutOfRange) {
+      if (!Passed(found)) {
         RaiseFailedCheck(check.report->error, found.value, found.position, check.report->dim,
                          check.report->size, check.report->extent);
       }

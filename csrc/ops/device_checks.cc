@@ -124,4 +124,31 @@ Value MaskOutnumbers(const Value& mask, int64_t copies, int64_t available) {
   return FirstFlagged(outnumbered, count, Codes(0, {1}));
 }
 
+Value NonFiniteDataRange(const Value& x) {
+  const DType t = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
+  const Shape flat{ir::NumElements(x.shape())};
+  const double inf = std::numeric_limits<double>::infinity();
+  const Value v = Convert(Reshape(x, flat), t);
+  auto any = [&](const Value& flags) {
+    return Reshape(Reduce(flags, {0}, "stablehlo.or", ir::IntegerConstant(0, DType::kBool)), {1});
+  };
+  const Value nan = any(IsNan(v));
+  const Value finite =
+      Not(any(Not(ir::MakeOp("stablehlo.is_finite", {v}, TensorType{DType::kBool, flat}))));
+  // The CPU's min and max are NaN when any element is (x86's default NaN, printed "-nan"); XLA's
+  // CPU backend drops NaN in a min or max reduce (ops/reduction.cc), so it is put in by hand.
+  auto edge = [&](const char* combine, double identity) {
+    const Value reduced = Reshape(Reduce(v, {0}, combine, ir::ScalarConstant(identity, t)), {1});
+    const Value value =
+        Select(nan, Constant(-std::numeric_limits<double>::quiet_NaN(), t, {1}), reduced);
+    const DType bits_type = t == DType::kF64 ? DType::kS64 : DType::kU32;
+    return Convert(ir::MakeOp("stablehlo.bitcast_convert", {value}, TensorType{bits_type, {1}}),
+                   DType::kS64);
+  };
+  const Value range =
+      Concatenate({edge("stablehlo.minimum", inf), edge("stablehlo.maximum", -inf)}, 0);
+  return Select(BroadcastTo(Reshape(finite, {}), {2}),
+                Constant(kNoIndexOutOfRange, DType::kS64, {2}), range);
+}
+
 }  // namespace torch_tpu::ops

@@ -41,8 +41,8 @@ std::pair<Value, Value> HistogramEdges(const LoweringContext& ctx, const Value& 
     }
     return {ctx.ScalarParameter(ctx.scalar(2), t), ctx.ScalarParameter(ctx.scalar(3), t)};
   }
-  // Taken from the data on the device. The CPU rejects a non-finite data range; that check
-  // would need a host read, so here such data gives a histogram of garbage edges instead.
+  // Taken from the data on the device. The CPU rejects a non-finite data range: a device-side
+  // check raises that at the next synchronization (aten/device_checks.h).
   const double inf = std::numeric_limits<double>::infinity();
   Value low = Reduce(x, {0}, "stablehlo.minimum", ir::ScalarConstant(inf, t));
   Value high = Reduce(x, {0}, "stablehlo.maximum", ir::ScalarConstant(-inf, t));
