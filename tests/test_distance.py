@@ -143,6 +143,19 @@ def test_pdist_float64_repeated_rows_and_small_inputs():
     _no_fallbacks()
 
 
+@pytest.mark.parametrize("p", ORDERS)
+def test_distances_with_nan_and_inf_entries(p):
+    # A NaN entry makes the distances from its row NaN in each order, except cdist's inf-norm,
+    # whose CPU kernel passes over it (std::max); an infinite one makes them inf, or NaN between
+    # two such rows (inf - inf).
+    x = make((6, 4))
+    x[1, 2], x[4, 0], x[5, 0] = math.nan, math.inf, math.inf
+    y = make((5, 4))
+    y[3, 1] = math.nan
+    assert_close(F.pdist(x.to(TPU), p), F.pdist(x, p), rtol=1e-5, atol=1e-5)
+    assert_close(torch.cdist(x.to(TPU), y.to(TPU), p), torch.cdist(x, y, p), rtol=1e-5, atol=1e-5)
+
+
 def test_pdist_errors():
     with pytest.raises(NotImplementedError, match="\"pdist\" not implemented for 'BFloat16'"):
         F.pdist(make((3, 2), torch.bfloat16).to(TPU))

@@ -38,19 +38,32 @@ Value RowDifferences(const Value& x1, const Value& x2, const Shape& batch) {
 }
 
 // The p-norm of `diff` along its last dim. p is a runtime parameter unless it is one of the
-// special orders, so a new p does not recompile.
-Value NormOfDifferences(const LoweringContext& ctx, const Value& diff, const Scalar& p) {
+// special orders, so a new p does not recompile. A NaN difference makes the norm NaN, except in
+// cdist's inf-norm (`nan_ignoring_max`), whose CPU kernel keeps the larger by std::max and so
+// passes over a NaN.
+Value NormOfDifferences(const LoweringContext& ctx, const Value& diff, const Scalar& p,
+                        bool nan_ignoring_max) {
   const double order = p.ToDouble();
   const int64_t last = diff.rank() - 1;
   const Value zero = Constant(0, diff.dtype());
   const Value magnitude = Abs(diff);
   if (order == 0) {
+    // A NaN difference counts as NaN, as on the CPU (inf - inf included).
     Value nonzero = Convert(Compare(diff, ConstantLike(0, diff), "NE"), diff.dtype());
+    nonzero = Select(IsNan(diff), diff, nonzero);
     return Reduce(nonzero, {last}, "stablehlo.add", zero);
   }
   if (order == 1) return Reduce(magnitude, {last}, "stablehlo.add", zero);
   if (order == 2) return Sqrt(Reduce(Mul(diff, diff), {last}, "stablehlo.add", zero));
-  if (std::isinf(order)) return Reduce(magnitude, {last}, "stablehlo.maximum", zero);
+  if (std::isinf(order)) {
+    // Explicit either way: XLA's maximum propagates NaN, except in some reduces of its CPU
+    // backend. The sum of magnitudes is NaN exactly when one of them is.
+    const Value numbers = Select(IsNan(magnitude), BroadcastTo(zero, magnitude.shape()), magnitude);
+    const Value largest = Reduce(numbers, {last}, "stablehlo.maximum", zero);
+    if (nan_ignoring_max) return largest;
+    const Value sum = Reduce(magnitude, {last}, "stablehlo.add", zero);
+    return Select(IsNan(sum), sum, largest);
+  }
   const Value exponent = ctx.ScalarParameter(p, diff.dtype());
   Value sum = Reduce(Binary("stablehlo.power", magnitude, exponent), {last}, "stablehlo.add", zero);
   return Binary("stablehlo.power", sum, Div(Constant(1, diff.dtype()), exponent));
@@ -120,7 +133,7 @@ std::vector<Value> CdistForwardLowering(LoweringContext& ctx) {
   }
   const TensorType& out = ctx.output();
   const Value diff = RowDifferences(x1, x2, BatchOf(out.shape));
-  return {NormOfDifferences(ctx, diff, ctx.scalar(2))};
+  return {NormOfDifferences(ctx, diff, ctx.scalar(2), /*nan_ignoring_max=*/true)};
 }
 
 // _cdist_backward(grad, x1, x2, p, cdist) -> the gradient of x1, batch dims broadcast.
@@ -160,7 +173,8 @@ std::vector<Value> PdistForwardLowering(LoweringContext& ctx) {
   CheckFloatOrDoubleKernel("pdist", x.dtype());
   const int64_t n = x.shape()[0];
   const int64_t pairs = ctx.output().shape[0];
-  const Value dist = NormOfDifferences(ctx, RowDifferences(x, x, {}), ctx.scalar(1));
+  const Value dist =
+      NormOfDifferences(ctx, RowDifferences(x, x, {}), ctx.scalar(1), /*nan_ignoring_max=*/false);
   const Value position = Select(UpperTriangle(dist), PairIndex(n),
                                 Constant(static_cast<double>(pairs), DType::kS64, {n, n}));
   const TensorType scalar{x.dtype(), {}};
