@@ -1,7 +1,7 @@
 """Device-side checks of argument values, against PyTorch on the CPU: binary_cross_entropy's input
 and target in [0, 1], bernoulli's p in [0, 1], multinomial's probabilities, and masked_scatter's
-source holding at least as many elements as its mask selects, histc's range taken from data that
-is not all finite; and the indices of max_unpool (into each output plane) and searchsorted's sorter.
+source holding at least as many elements as its mask selects, histc's, histogram's and histogramdd's
+range taken from data that is not all finite; and the indices of max_unpool (into each output plane) and searchsorted's sorter.
 The CPU raises at the
 op and CUDA trips a device-side assert; tpu raises the CPU's error at the next synchronization
 (debug mode: at the op), and otherwise gives the CPU's results (csrc/aten/device_checks.h).
@@ -213,6 +213,11 @@ def test_masked_scatter_raises_the_cpu_error_when_the_source_runs_out(mode, shor
             assert_close(x.to(TPU).masked_scatter(mask.to(TPU), source.to(TPU)), expected)
 
 
+def first_line(error):
+    # The sign a NaN prints with is the processor's (x86's default NaN prints "-nan").
+    return str(error).splitlines()[0].replace("-nan", "nan")
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize(
@@ -230,9 +235,7 @@ def test_histc_raises_the_cpu_error_for_a_data_range_that_is_not_finite(mode, dt
     with torch_tpu.execution_mode(mode):
         with pytest.raises(RuntimeError) as raised:
             torch.histc(x.to(TPU), bins=7).cpu()
-        # The sign a NaN prints with is the processor's (x86's default NaN prints "-nan").
-        message = str(raised.value).splitlines()[0].replace("-nan", "nan")
-        assert message == str(expected.value).splitlines()[0].replace("-nan", "nan")
+        assert first_line(raised.value) == first_line(expected.value)
         if mode != "debug":
             assert re.search(r"device-side check of aten::histc at \S+\.py:\d+", str(raised.value))
         torch.tpu.synchronize()  # reported once
@@ -240,6 +243,34 @@ def test_histc_raises_the_cpu_error_for_a_data_range_that_is_not_finite(mode, dt
         finite = x.nan_to_num(0.0, 0.0, 0.0)
         assert_close(torch.histc(finite.to(TPU), bins=7), torch.histc(finite, bins=7))
         assert_close(torch.histc(x.to(TPU), bins=7, min=-3, max=3), torch.histc(x, bins=7, min=-3, max=3))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bad_dim", [0, 2])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"])
+def test_histogramdd_raises_the_cpu_error_naming_the_dimension_whose_range_is_not_finite(mode, dtype, bad_dim, bad):
+    points = make((15, 3), dtype, -3, 3)
+    points[torch.randint(0, 15, ()).item(), bad_dim] = bad
+    column = points[:, bad_dim].contiguous()
+    calls = [lambda p: torch.histogramdd(p, bins=4), lambda p: torch.histogramdd(p, bins=[2, 3, 4])]
+    calls += [lambda p: torch.histogram(column.to(p.device), bins=5)]
+    with torch_tpu.execution_mode(mode):
+        for call in calls:
+            with pytest.raises(RuntimeError) as expected:
+                call(points)
+            with pytest.raises(RuntimeError) as raised:
+                result = call(points.to(TPU))
+                result.hist.cpu()
+            assert first_line(raised.value) == first_line(expected.value)
+            if mode != "debug":
+                assert re.search(r"device-side check of aten::histogram\S* at \S+\.py:\d+", str(raised.value))
+            torch.tpu.synchronize()  # reported once
+        # With a range given, or finite data, the CPU's counts.
+        ranged = torch.histogramdd(points.to(TPU), bins=4, range=[-3.0, 3.0] * 3)
+        assert_close(ranged.hist, torch.histogramdd(points, bins=4, range=[-3.0, 3.0] * 3).hist)
+        finite = points.nan_to_num(0.0, 0.0, 0.0)
+        assert_close(torch.histogramdd(finite.to(TPU), bins=4).hist, torch.histogramdd(finite, bins=4).hist)
 
 
 def test_debug_mode_raises_before_masked_scatter_writes():

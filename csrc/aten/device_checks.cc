@@ -6,6 +6,7 @@
 #include <c10/util/accumulate.h>
 #include <c10/util/bit_cast.h>
 
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,7 +51,8 @@ enum class Error {
   kPoissonRate,     // RuntimeError: invalid Poisson rate, expected rate to be non-negative
   kSourceTooShort,  // RuntimeError: Number of elements of source < number of ones in mask
   // The value and position are the bits of the data's min and max (ops::NonFiniteDataRange):
-  kHistcRange,  // RuntimeError: torch.histc: range of [1, inf] is not finite
+  kHistcRange,      // RuntimeError: torch.histc: range of [1, inf] is not finite
+  kHistogramRange,  // RuntimeError: torch.histogramdd: dimension 0's range [1, inf] is not finite
 };
 
 // How an op indexes `indexed`: through its "indices" list (one per leading dim), its `index`
@@ -145,13 +147,21 @@ constexpr CountCheck kCountChecks[] = {
     {"masked_scatter", "mask", "source", Error::kSourceTooShort},
 };
 
-// histc's range is the data's when min == max: the CPU rejects it when it is not finite.
-bool ChecksDataRange(const std::string& lowering_name) { return lowering_name == "histc"; }
+// histc's range is the data's when min == max, histogram's (bin_ct) when none is given: the CPU
+// rejects it when it is not finite.
+bool ChecksDataRange(const std::string& lowering_name) {
+  return lowering_name == "histc" || lowering_name == "histogram";
+}
 
-// A float from the bits a check holds: an f64's when `width` is 64, else an f32's.
-double FromBits(int64_t bits, int64_t width) {
-  if (width == 64) return c10::bit_cast<double>(bits);
-  return c10::bit_cast<float>(static_cast<uint32_t>(bits));
+// The dimension histogram's data-range check names (ScopedHistogramDimension).
+thread_local int64_t g_histogram_dimension = 0;
+
+// A float from the bits a check holds: an f64's when `width` is 64, else an f32's. A NaN gets the
+// sign the CPU's message prints it with.
+double FromBits(int64_t bits, int64_t width, bool negative_nan) {
+  const double value =
+      width == 64 ? c10::bit_cast<double>(bits) : c10::bit_cast<float>(static_cast<uint32_t>(bits));
+  return std::isnan(value) ? std::copysign(value, negative_nan ? -1.0 : 1.0) : value;
 }
 
 const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack& args,
@@ -226,9 +236,13 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
       TORCH_CHECK(false, "invalid Poisson rate, expected rate to be non-negative", context);
     case Error::kSourceTooShort:
       TORCH_CHECK(false, "Number of elements of source < number of ones in mask", context);
-    case Error::kHistcRange:
-      TORCH_CHECK(false, "torch.histc: range of [", FromBits(v, size), ", ",
-                  FromBits(position, size), "] is not finite", context);
+    case Error::kHistcRange:  // x86's default NaN, from the CPU's min and max, prints "-nan"
+      TORCH_CHECK(false, "torch.histc: range of [", FromBits(v, size, true), ", ",
+                  FromBits(position, size, true), "] is not finite", context);
+    case Error::kHistogramRange:
+      TORCH_CHECK(false, "torch.histogramdd: dimension ", dim, "'s range [",
+                  FromBits(v, size, false), ", ", FromBits(position, size, false),
+                  "] is not finite", context);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown device check error kind");
 }
@@ -547,12 +561,18 @@ void RecordDeviceChecks(const c10::OperatorHandle& handle, const c10::Stack& arg
   if (ChecksDataRange(ctx.name)) {
     const at::Tensor& self = Argument(schema, args, "self").toTensor();
     const ir::Value value = lowered("self", 0).first;
-    const bool data_range = Argument(schema, args, "min").toScalar().toDouble() ==
-                            Argument(schema, args, "max").toScalar().toDouble();
+    const bool histc = ctx.name == "histc";
+    // histc takes the data's range when min == max; histogram when bins is a count and no range
+    // is given (its bins_tensor overload has neither).
+    const bool data_range =
+        histc ? Argument(schema, args, "min").toScalar().toDouble() ==
+                    Argument(schema, args, "max").toScalar().toDouble()
+              : Argument(schema, args, "bins").isInt() && Argument(schema, args, "range").isNone();
     if (data_range && self.is_floating_point() && self.numel() > 0 && value) {
       const int64_t width = self.scalar_type() == at::kDouble ? 64 : 32;
       add(self, ops::NonFiniteDataRange(value),
-          DeviceCheckReport{Error::kHistcRange, 0, width, nullptr});
+          DeviceCheckReport{histc ? Error::kHistcRange : Error::kHistogramRange,
+                            histc ? 0 : g_histogram_dimension, width, nullptr});
     }
   }
   if (checks.empty()) return;
@@ -593,5 +613,10 @@ void AddDeviceCheck(c10::Storage value, std::shared_ptr<const DeviceCheckReport>
 }
 
 void RaiseFailedDeviceChecks() { ReadDeviceChecks(/*raise=*/true); }
+
+ScopedHistogramDimension::ScopedHistogramDimension(int64_t dim)
+    : previous_(std::exchange(g_histogram_dimension, dim)) {}
+
+ScopedHistogramDimension::~ScopedHistogramDimension() { g_histogram_dimension = previous_; }
 
 }  // namespace torch_tpu::aten

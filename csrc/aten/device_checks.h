@@ -4,6 +4,7 @@
 //   as none.
 // - Value domains: binary_cross_entropy's input and target, bernoulli's p, multinomial's
 //   probabilities, normal's std, which a lowering would take as they are.
+// - Data ranges: histc's and histogram's range, when taken from the data, must be finite.
 // - Counts: masked_scatter's mask may not select more elements than its source holds (a gather
 //   would repeat the last one).
 // Each such op records, beside itself and in its own program, an i64 [2] the device computes from
@@ -54,6 +55,19 @@ TakeCapturedDeviceChecks();
 // A check's new value (the storage of an i64 [2], ops::OutOfRangeIndex) from a replay of a
 // compiled graph's program, read back and reported like a recorded check.
 void AddDeviceCheck(c10::Storage value, std::shared_ptr<const DeviceCheckReport> report);
+
+// While alive, the data-range check of histogram on this thread names dimension `dim` of the
+// points: histogramdd's bin edges are histogram's over one dimension's column at a time.
+class ScopedHistogramDimension {
+ public:
+  explicit ScopedHistogramDimension(int64_t dim);
+  ~ScopedHistogramDimension();
+  ScopedHistogramDimension(const ScopedHistogramDimension&) = delete;
+  ScopedHistogramDimension& operator=(const ScopedHistogramDimension&) = delete;
+
+ private:
+  int64_t previous_;
+};
 
 // Reads back the checks whose programs have been launched (waiting for them) and raises the first
 // one that found an index out of range, with the CPU's error and the op's site; the checks it read

@@ -16,6 +16,8 @@
 #include <tuple>
 #include <vector>
 
+#include "aten/device_checks.h"
+
 namespace torch_tpu::aten {
 namespace {
 
@@ -159,6 +161,7 @@ std::vector<at::Tensor> HistogramddBinEdges(const at::Tensor& self, at::IntArray
   std::vector<at::Tensor> edges;
   for (int64_t d = 0; d < n; ++d) {
     if (!range.has_value()) {
+      const ScopedHistogramDimension named(d);  // a non-finite column's error names d
       edges.push_back(std::get<1>(at::histogram(points.select(1, d), bins[d])));
       continue;
     }

@@ -135,12 +135,12 @@ Value NonFiniteDataRange(const Value& x) {
   const Value nan = any(IsNan(v));
   const Value finite =
       Not(any(Not(ir::MakeOp("stablehlo.is_finite", {v}, TensorType{DType::kBool, flat}))));
-  // The CPU's min and max are NaN when any element is (x86's default NaN, printed "-nan"); XLA's
-  // CPU backend drops NaN in a min or max reduce (ops/reduction.cc), so it is put in by hand.
+  // The CPU's min and max are NaN when any element is; XLA's CPU backend drops NaN in a min or
+  // max reduce (ops/reduction.cc), so it is put in by hand.
   auto edge = [&](const char* combine, double identity) {
     const Value reduced = Reshape(Reduce(v, {0}, combine, ir::ScalarConstant(identity, t)), {1});
     const Value value =
-        Select(nan, Constant(-std::numeric_limits<double>::quiet_NaN(), t, {1}), reduced);
+        Select(nan, Constant(std::numeric_limits<double>::quiet_NaN(), t, {1}), reduced);
     const DType bits_type = t == DType::kF64 ? DType::kS64 : DType::kU32;
     return Convert(ir::MakeOp("stablehlo.bitcast_convert", {value}, TensorType{bits_type, {1}}),
                    DType::kS64);

@@ -4,8 +4,8 @@
 // holds its right edge); points outside the edges, and NaN, are not counted: the CPU's binary
 // search. Equal-width edges are the CPU's linspace between the
 // range (the data's min and max when none is given, widened by 0.5 each way when they are equal).
-// The CPU rejects data whose min/max are not finite; that check would need a host read, so here
-// such data gives a histogram over garbage edges. Counts accumulate in f64 for f64 input, f32
+// The CPU rejects data whose min/max are not finite: a device-side check raises that at the next
+// synchronization (aten/device_checks.h). Counts accumulate in f64 for f64 input, f32
 // otherwise (the CPU adds in the input's dtype).
 #include <algorithm>
 #include <limits>

@@ -180,7 +180,7 @@ Value OutsideDomain(const Value& x, ValueDomain domain);
 // broadcast to the op's shape), when it exceeds `available` (the elements a source holds), as
 // {count, 0}; kNoIndexOutOfRange in both otherwise. masked_scatter's source must not run out.
 Value MaskOutnumbers(const Value& mask, int64_t copies, int64_t available);
-// histc's range taken from the data (min == max given): {bits of its min, bits of its max} as an
+// histc's or histogram's range taken from the data: {bits of its min, bits of its max} as an
 // i64 [2] when either is not finite (NaN or +-inf; the CPU rejects such a range),
 // kNoIndexOutOfRange in both otherwise. The bits are an f64's for f64 data, else an f32's
 // (zero-extended).
