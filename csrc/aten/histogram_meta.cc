@@ -2,7 +2,7 @@
 // and _histogramdd_from_bin_tensors, which PyTorch gives none: the fallback needs their shapes
 // before it calls the lowerings in csrc/ops/histogramdd.cc. The checks are the CPU kernel's
 // (Histogram.cpp), with its messages and in its order, except the finiteness of a range taken from
-// the data, which would need a host read.
+// the data, which a device-side check raises at the next synchronization (aten/device_checks.h).
 //
 // Also the tpu kernel of _histogramdd_bin_edges, which returns a Tensor[] (the fallback handles
 // only Tensor results): it composes ops that have lowerings.

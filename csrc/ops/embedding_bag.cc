@@ -6,8 +6,9 @@
 // Offsets are data, so the bag of each index is computed on device: the number of bag starts at
 // or before its position, less one (empty bags are starts that a later start repeats). As on
 // the CPU, include_last_offset only drops the last offset as a bag start. Rows are gathered
-// and scatter-combined into their bags; reads of out-of-range indices are clamped (the CPU's
-// range check would need a host read).
+// and scatter-combined into their bags; reads of out-of-range indices are clamped, and a
+// device-side check raises the CPU's error for them at the next synchronization
+// (aten/device_checks.h).
 #include <cstdint>
 #include <limits>
 #include <string>

@@ -601,8 +601,9 @@ std::vector<Value> BinaryCrossEntropyBackwardLowering(LoweringContext& ctx) {
 
 // ---- margin losses: self [C] or [N, C] (a 0-d self is one sample of one class) ----
 //
-// Targets are data: the CPU raises for one out of range, which would need a host read here, so
-// an out-of-range target is not checked; it matches no class (its score reads as 0).
+// Targets are data: the CPU raises for one out of range, which a device-side check raises at the
+// next synchronization (aten/device_checks.h); in the program it matches no class (its score
+// reads as 0).
 
 // The CPU kernels exist for float and double only, and take int64 targets only.
 void CheckMarginLossTypes(const std::string& kernel, DType self, const Value& target) {

@@ -199,8 +199,9 @@ std::vector<Value> AdaptiveMaxPoolBackwardLowering(LoweringContext& ctx) {
 // elsewhere). Where several elements name one position the last in self's order wins, as in the
 // CPU's sequential loop: the scatter carries each element's order and keeps the later one.
 // Indices are data: the CPU raises "Found an invalid max index" for one outside the output
-// plane, which would need a host read here, so such elements are written to a spare slot past
-// the end and dropped (no scatter ever goes out of bounds, whose meaning is backend-defined).
+// plane, which a device-side check raises at the next synchronization (aten/device_checks.h); in
+// the program such elements are written to a spare slot past the end and dropped (no scatter
+// ever goes out of bounds, whose meaning is backend-defined).
 Value MaxUnpool(const Value& x, const Value& indices, const Shape& out, int dims) {
   const int64_t plane_in = ir::NumElements(Trailing(x.shape(), dims));
   const int64_t plane_out = ir::NumElements(Trailing(out, dims));
