@@ -1,9 +1,9 @@
 """Normalization layers on tpu against the CPU: forward outputs, input and parameter gradients.
 
-BatchNorm reaches the device as native_batch_norm / native_batch_norm_backward; LayerNorm and
-GroupNorm forwards decompose (CompositeExplicitAutograd) into native_batch_norm and elementwise
-ops, their backwards reach us as native_layer_norm_backward / native_group_norm_backward; RMSNorm
-decomposes entirely into elementwise ops and reductions.
+BatchNorm reaches the device as native_batch_norm / native_batch_norm_backward, LayerNorm as
+native_layer_norm / native_layer_norm_backward; the GroupNorm forward decomposes
+(CompositeExplicitAutograd) into native_batch_norm and elementwise ops, its backward reaches us as
+native_group_norm_backward; RMSNorm decomposes entirely into elementwise ops and reductions.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def assert_grad_close(actual: torch.Tensor, expected: torch.Tensor) -> None:
     assert_close(actual, expected, **tolerance)
 
 
-# LayerNorm and GroupNorm forwards decompose into native_batch_norm followed by the affine
-# addcmul, so a half-precision output is rounded twice where the CPU's fused kernel rounds once:
-# up to one more unit in the last place of the normalized value.
+# The GroupNorm forward decomposes into native_batch_norm followed by the affine addcmul, so a
+# half-precision output is rounded twice where the CPU's fused kernel rounds once: up to one more
+# unit in the last place of the normalized value.
 DECOMPOSED_FORWARD_TOLERANCES = {
     torch.float16: dict(rtol=2e-3, atol=2e-3),
     torch.bfloat16: dict(rtol=1.6e-2, atol=2e-2),
@@ -185,8 +185,30 @@ def test_batch_norm_errors():
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape,normalized", [((4, 7), (7,)), ((3, 4, 6), (6,)), ((2, 3, 4, 5), (4, 5))])
 def test_layer_norm(shape, normalized, dtype):
+    # One op, rounded once to the dtype as on the CPU: the dtype's own tolerance.
     module = randomize_parameters(torch.nn.LayerNorm(normalized, dtype=dtype))
-    check_module(module, make(shape, dtype), forward_tolerance=DECOMPOSED_FORWARD_TOLERANCES.get(dtype))
+    check_module(module, make(shape, dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_layer_norm_of_half_activations_with_float32_parameters(dtype):
+    # Mixed precision keeps a LayerNorm's parameters in f32: the output keeps the input's dtype,
+    # as on the CPU and CUDA, and gradients reach both.
+    x = make((3, 5, 8), dtype)
+    weight, bias = make((8,), low=0.5, high=1.5), make((8,))
+    expected = F.layer_norm(x, (8,), weight, bias)
+    actual = F.layer_norm(x.to(TPU), (8,), weight.to(TPU), bias.to(TPU))
+    assert actual.dtype == dtype
+    assert_close(actual, expected)
+    leaves = [t.clone().requires_grad_() for t in (x.float(), weight, bias)]
+    tpu_leaves = [t.to(TPU).requires_grad_() for t in (x, weight, bias)]
+    # The CPU's reference in f32 (its half kernels differ between processors), cast at the end.
+    F.layer_norm(leaves[0], (8,), leaves[1], leaves[2]).sum().backward()
+    F.layer_norm(tpu_leaves[0], (8,), tpu_leaves[1], tpu_leaves[2]).sum().backward()
+    assert tpu_leaves[0].grad.dtype == dtype and tpu_leaves[1].grad.dtype == torch.float32
+    assert_grad_close(tpu_leaves[0].grad, leaves[0].grad.to(dtype))
+    for tpu_leaf, leaf in zip(tpu_leaves[1:], leaves[1:], strict=True):
+        assert_close(tpu_leaf.grad, leaf.grad, rtol=2e-2, atol=2e-2 * leaf.grad.abs().max().item())
 
 
 def test_layer_norm_whole_input_and_noncontiguous():
@@ -210,6 +232,20 @@ def test_layer_norm_errors():
         F.layer_norm(make((2, 3)).to(TPU), [4])
     with pytest.raises(RuntimeError, match="Expected weight to be of same shape as normalized_shape"):
         F.layer_norm(make((2, 3)).to(TPU), [3], torch.ones(4, device=TPU))
+    # The CPU's messages, word for word.
+    x = make((2, 3))
+    for shape, weight, bias in [
+        ([4], None, None),
+        ([3], make((4,)), None),
+        ([3], None, make((2, 3))),
+        ([2, 3, 1], None, None),
+        ([], None, None),
+    ]:
+        with pytest.raises(RuntimeError) as expected:
+            torch.native_layer_norm(x, shape, weight, bias, 1e-5)
+        with pytest.raises(RuntimeError) as raised:
+            torch.native_layer_norm(x.to(TPU), shape, *[None if t is None else t.to(TPU) for t in (weight, bias)], 1e-5)
+        assert str(raised.value).splitlines()[0] == str(expected.value).splitlines()[0]
 
 
 # ---- GroupNorm ----

@@ -806,6 +806,10 @@ void LoweringFallback(const c10::OperatorHandle& op, c10::Stack* stack) {
 
 bool HasLowering(const c10::OperatorHandle& op) { return Resolve(op) != nullptr; }
 
+void RecordThroughLowering(const c10::OperatorHandle& op, c10::Stack* stack) {
+  LoweringFallback(op, stack);
+}
+
 void RecordShapedLike(const c10::OperatorHandle& op, c10::Stack* stack, const at::Tensor& like) {
   const ResolvedOp* resolved = Resolve(op);
   TORCH_INTERNAL_ASSERT(resolved != nullptr, QualifiedName(op), " has no lowering");
@@ -856,8 +860,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideableMe
 // cummax, cummin and logcumsumexp have CompositeExplicitAutograd kernels that call per-backend
 // helpers (_cummax_helper, _logcumsumexp) with no meta functions, and mode's out= kernel accepts
 // only CPU, CUDA and XPU tensors; conj_physical_'s calls a CPU/CUDA kernel stub; the fused
-// attention backward's default kernel raises, waiting for a backend's. Routed to the
-// fallback, the public ops are lowered directly, with the shapes of PyTorch's meta functions.
+// attention backward's default kernel raises, waiting for a backend's. Routed to the fallback,
+// the public ops are lowered directly, with the shapes of PyTorch's meta functions.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name :
        {"convolution_overrideable", "convolution_backward_overrideable", "cummax", "cummax.out",

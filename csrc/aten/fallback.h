@@ -13,6 +13,10 @@ namespace torch_tpu::aten {
 // Whether `op` has a lowering (its name's, in ops/lowering.h's registry).
 bool HasLowering(const c10::OperatorHandle& op);
 
+// The kernel behind every lowered op, for a kernel that checks an op's arguments first: runs
+// PyTorch's meta function and records `op` through its lowering (or falls back to the CPU).
+void RecordThroughLowering(const c10::OperatorHandle& op, c10::Stack* stack);
+
 // "aten::add.Tensor at train.py:12": the op and the user's source line recording it, interned.
 std::shared_ptr<const std::string> RecordingSite(const c10::OperatorHandle& op);
 

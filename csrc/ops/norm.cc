@@ -1,8 +1,9 @@
-// Lowerings for the normalization layers: batch norm (forward and backward), weight norm's fused
-// ops (forward and backward), and the backward ops of layer norm and group norm. Their forwards
-// (native_layer_norm, native_group_norm) are CompositeExplicitAutograd in PyTorch: they decompose
-// into native_batch_norm and elementwise ops before reaching the device. Statistics are computed in
-// f32 for f16/bf16 inputs, as the CPU does.
+// Lowerings for the normalization layers: batch norm and layer norm (forward and backward), weight
+// norm's fused ops (forward and backward), and group norm's backward. native_group_norm is
+// CompositeExplicitAutograd in PyTorch: it decomposes into native_batch_norm and elementwise ops
+// before reaching the device. So did native_layer_norm, until aten/layer_norm.cc routed it here:
+// one op to record, and its affine part rounded once, as on the CPU. Statistics are computed in f32
+// for f16/bf16 inputs, as the CPU does.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -173,7 +174,39 @@ std::vector<Value> NativeBatchNormBackwardLowering(LoweringContext& ctx) {
           Convert(grad_bias, ctx.output(2).dtype)};
 }
 
-// ---- layer norm and group norm backward ----
+// ---- layer norm, and group norm's backward ----
+
+// Splits the dims of a rank-`rank` value at `axis`: those before it (one statistic each) and the
+// normalized ones from it on.
+void SplitAt(int64_t rank, int64_t axis, std::vector<int64_t>& leading,
+             std::vector<int64_t>& trailing) {
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? leading : trailing).push_back(d);
+}
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd), mean and
+// rstd with the input's leading dims and size-1 normalized dims (in f32 for f16/bf16 inputs, as
+// CUDA and the meta function give them). An input of another dtype than weight's (bf16 activations
+// with f32 parameters) gives out in the input's dtype, as the CPU does.
+std::vector<Value> NativeLayerNormLowering(LoweringContext& ctx) {
+  const DType stat = OpMathType(ctx.tensor(0).dtype());
+  const Value x = Convert(ctx.tensor(0), stat);
+  const Shape& shape = x.shape();
+  std::vector<int64_t> leading, trailing;
+  SplitAt(x.rank(), x.rank() - static_cast<int64_t>(ctx.int_list(1).size()), leading, trailing);
+  const Value mean = MeanOver(x, trailing);
+  const Value centered = Sub(x, BroadcastInDim(mean, shape, leading));
+  const Value var = MeanOver(Mul(centered, centered), trailing);  // biased, as the CPU's
+  const Value rstd = Rsqrt(Add(var, ctx.value(4, stat)));
+  Value out = Mul(centered, BroadcastInDim(rstd, shape, leading));
+  if (Value weight = OptionalTensor(ctx, 2, stat)) {
+    out = Mul(out, BroadcastInDim(weight, shape, trailing));
+  }
+  if (Value bias = OptionalTensor(ctx, 3, stat))
+    out = Add(out, BroadcastInDim(bias, shape, trailing));
+  return {Convert(out, ctx.output(0).dtype),
+          Convert(Reshape(mean, ctx.output(1).shape), ctx.output(1).dtype),
+          Convert(Reshape(rstd, ctx.output(2).shape), ctx.output(2).dtype)};
+}
 
 // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
 //   output_mask) -> (grad_input, grad_weight, grad_bias). mean and rstd have the input's leading
@@ -184,9 +217,8 @@ std::vector<Value> NativeLayerNormBackwardLowering(LoweringContext& ctx) {
   Value x = Convert(ctx.tensor(1), stat);
   const Shape& shape = x.shape();
   const int64_t axis = x.rank() - static_cast<int64_t>(ctx.int_list(2).size());
-  std::vector<int64_t> leading;
-  std::vector<int64_t> trailing;
-  for (int64_t d = 0; d < x.rank(); ++d) (d < axis ? leading : trailing).push_back(d);
+  std::vector<int64_t> leading, trailing;
+  SplitAt(x.rank(), axis, leading, trailing);
   auto per_row = [&](size_t i) {
     return BroadcastInDim(
         Reshape(Convert(ctx.tensor(i), stat), Shape(shape.begin(), shape.begin() + axis)), shape,
@@ -292,6 +324,7 @@ LoweringRegistrar registrar({
     {"_native_batch_norm_legit_functional", NativeBatchNormFunctionalLowering},
     {"_native_batch_norm_legit_no_training", NativeBatchNormNoTrainingLowering},
     {"native_batch_norm_backward", NativeBatchNormBackwardLowering},
+    {"native_layer_norm", NativeLayerNormLowering},
     {"native_layer_norm_backward", NativeLayerNormBackwardLowering},
     {"native_group_norm_backward", NativeGroupNormBackwardLowering},
 });
