@@ -173,8 +173,8 @@ const c10::IValue& Argument(const c10::FunctionSchema& schema, const c10::Stack&
 
 // Raises `error`, the CPU's, for a check that found `v` (an index, or a code) at `position` (in
 // the CPU's order) of an argument indexing dim `dim` of `size` (`extent`: its dims, "4x4", where
-// the message names them); `context` follows it. For kHistcRange, `v` and `position` are the
-// range's bits and `size` their float's width.
+// the message names them); `context` follows it. For kHistcRange and kHistogramRange, `v` and
+// `position` are the range's bits and `size` their float's width.
 [[noreturn]] void RaiseFailedCheck(Error error, int64_t v, int64_t position, int64_t dim,
                                    int64_t size, const std::string& extent,
                                    const std::string& context = "") {
