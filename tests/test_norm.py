@@ -1,9 +1,9 @@
 """Normalization layers on tpu against the CPU: forward outputs, input and parameter gradients.
 
 BatchNorm reaches the device as native_batch_norm / native_batch_norm_backward, LayerNorm as
-native_layer_norm / native_layer_norm_backward; the GroupNorm forward decomposes
-(CompositeExplicitAutograd) into native_batch_norm and elementwise ops, its backward reaches us as
-native_group_norm_backward; RMSNorm decomposes entirely into elementwise ops and reductions.
+native_layer_norm / native_layer_norm_backward, GroupNorm as native_group_norm /
+native_group_norm_backward (both forwards routed past PyTorch's CompositeExplicitAutograd
+decompositions); RMSNorm decomposes entirely into elementwise ops and reductions.
 """
 
 from __future__ import annotations
@@ -34,15 +34,6 @@ def assert_grad_close(actual: torch.Tensor, expected: torch.Tensor) -> None:
     assert_close(actual, expected, **tolerance)
 
 
-# The GroupNorm forward decomposes into native_batch_norm followed by the affine addcmul, so a
-# half-precision output is rounded twice where the CPU's fused kernel rounds once: up to one more
-# unit in the last place of the normalized value.
-DECOMPOSED_FORWARD_TOLERANCES = {
-    torch.float16: dict(rtol=2e-3, atol=2e-3),
-    torch.bfloat16: dict(rtol=1.6e-2, atol=2e-2),
-}
-
-
 def randomize_parameters(module: torch.nn.Module) -> torch.nn.Module:
     with torch.no_grad():
         for p in module.parameters():
@@ -50,7 +41,7 @@ def randomize_parameters(module: torch.nn.Module) -> torch.nn.Module:
     return module
 
 
-def check_module(module: torch.nn.Module, x: torch.Tensor, layout=None, steps: int = 1, forward_tolerance=None) -> None:
+def check_module(module: torch.nn.Module, x: torch.Tensor, layout=None, steps: int = 1) -> None:
     """Runs `module` on the CPU and a copy on tpu for `steps` forward/backward passes, and
     compares outputs, x.grad, parameter grads and buffers (running stats) after each."""
     tpu_module = copy.deepcopy(module).to(TPU)
@@ -62,7 +53,7 @@ def check_module(module: torch.nn.Module, x: torch.Tensor, layout=None, steps: i
         tpu_x.requires_grad_()
         expected = module(cpu_x)
         actual = tpu_module(tpu_x)
-        assert_close(actual, expected, **(forward_tolerance or {}))
+        assert_close(actual, expected)
         grad = make(expected.shape, expected.dtype)
         expected.backward(grad)
         actual.backward(grad.to(TPU))
@@ -190,21 +181,30 @@ def test_layer_norm(shape, normalized, dtype):
     check_module(module, make(shape, dtype))
 
 
+def layer_norm_of_last_dim(x, weight, bias):
+    return F.layer_norm(x, (8,), weight, bias)
+
+
+def group_norm_of_two_groups(x, weight, bias):
+    return F.group_norm(x, 2, weight, bias)
+
+
+@pytest.mark.parametrize("norm", [layer_norm_of_last_dim, group_norm_of_two_groups], ids=["layer", "group"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_layer_norm_of_half_activations_with_float32_parameters(dtype):
-    # Mixed precision keeps a LayerNorm's parameters in f32: the output keeps the input's dtype,
+def test_norm_of_half_activations_with_float32_parameters(norm, dtype):
+    # Mixed precision keeps a norm layer's parameters in f32: the output keeps the input's dtype,
     # as on the CPU and CUDA, and gradients reach both.
-    x = make((3, 5, 8), dtype)
+    x = make((3, 8, 8), dtype)
     weight, bias = make((8,), low=0.5, high=1.5), make((8,))
-    expected = F.layer_norm(x, (8,), weight, bias)
-    actual = F.layer_norm(x.to(TPU), (8,), weight.to(TPU), bias.to(TPU))
+    expected = norm(x, weight, bias)
+    actual = norm(x.to(TPU), weight.to(TPU), bias.to(TPU))
     assert actual.dtype == dtype
     assert_close(actual, expected)
     leaves = [t.clone().requires_grad_() for t in (x.float(), weight, bias)]
     tpu_leaves = [t.to(TPU).requires_grad_() for t in (x, weight, bias)]
     # The CPU's reference in f32 (its half kernels differ between processors), cast at the end.
-    F.layer_norm(leaves[0], (8,), leaves[1], leaves[2]).sum().backward()
-    F.layer_norm(tpu_leaves[0], (8,), tpu_leaves[1], tpu_leaves[2]).sum().backward()
+    norm(*leaves).sum().backward()
+    norm(*tpu_leaves).sum().backward()
     assert tpu_leaves[0].grad.dtype == dtype and tpu_leaves[1].grad.dtype == torch.float32
     assert_grad_close(tpu_leaves[0].grad, leaves[0].grad.to(dtype))
     for tpu_leaf, leaf in zip(tpu_leaves[1:], leaves[1:], strict=True):
@@ -257,13 +257,13 @@ def test_layer_norm_errors():
     [(1, (3, 4, 5)), (2, (3, 4, 5)), (4, (2, 4, 3, 5)), (3, (4, 24)), (2, (2, 4, 2, 3, 2))],
 )
 def test_group_norm(groups, shape, dtype):
+    # One op, rounded once to the dtype as on the CPU: the dtype's own tolerance.
     module = randomize_parameters(torch.nn.GroupNorm(groups, shape[1], dtype=dtype))
-    check_module(module, make(shape, dtype), forward_tolerance=DECOMPOSED_FORWARD_TOLERANCES.get(dtype))
+    check_module(module, make(shape, dtype))
 
 
-# native_group_norm's composite views the input as [1, N * groups, -1], which a channels-last
-# tensor cannot be viewed as (the CPU has its own kernel); routing the op to the device is needed.
-@pytest.mark.xfail(raises=RuntimeError, strict=True, reason="composite native_group_norm uses view")
+# PyTorch's composite native_group_norm views the input as [1, N * groups, -1], which a
+# channels-last tensor cannot be viewed as; the op's own lowering takes any layout.
 def test_group_norm_channels_last():
     module = randomize_parameters(torch.nn.GroupNorm(2, 4))
     layout = lambda t: t.contiguous(memory_format=torch.channels_last)  # noqa: E731

@@ -860,13 +860,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideableMe
 // cummax, cummin and logcumsumexp have CompositeExplicitAutograd kernels that call per-backend
 // helpers (_cummax_helper, _logcumsumexp) with no meta functions, and mode's out= kernel accepts
 // only CPU, CUDA and XPU tensors; conj_physical_'s calls a CPU/CUDA kernel stub; the fused
-// attention backward's default kernel raises, waiting for a backend's. Routed to the fallback,
-// the public ops are lowered directly, with the shapes of PyTorch's meta functions.
+// attention backward's default kernel raises, waiting for a backend's; native_group_norm's
+// decomposes into native_batch_norm and an addcmul in the input's dtype (group_norm has checked
+// its arguments). Routed to the fallback, the public ops are lowered directly, with the shapes of
+// PyTorch's meta functions.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name :
        {"convolution_overrideable", "convolution_backward_overrideable", "cummax", "cummax.out",
         "cummin", "cummin.out", "logcumsumexp", "logcumsumexp.out", "mode.values", "conj_physical_",
-        "_scaled_dot_product_fused_attention_overrideable_backward"}) {
+        "_scaled_dot_product_fused_attention_overrideable_backward", "native_group_norm"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&LoweringFallback>());
   }
 }

@@ -1,9 +1,9 @@
-// Lowerings for the normalization layers: batch norm and layer norm (forward and backward), weight
-// norm's fused ops (forward and backward), and group norm's backward. native_group_norm is
-// CompositeExplicitAutograd in PyTorch: it decomposes into native_batch_norm and elementwise ops
-// before reaching the device. So did native_layer_norm, until aten/layer_norm.cc routed it here:
-// one op to record, and its affine part rounded once, as on the CPU. Statistics are computed in f32
-// for f16/bf16 inputs, as the CPU does.
+// Lowerings for the normalization layers: batch norm, layer norm and group norm (forward and
+// backward), and weight norm's fused ops (forward and backward). native_layer_norm and
+// native_group_norm are CompositeExplicitAutograd in PyTorch, decomposing into native_batch_norm
+// and elementwise ops; aten/layer_norm.cc and aten/fallback.cc route them here instead: one op to
+// record, and the affine part rounded once, as on the CPU. Statistics are computed in f32 for
+// f16/bf16 inputs, as the CPU does.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -174,7 +174,7 @@ std::vector<Value> NativeBatchNormBackwardLowering(LoweringContext& ctx) {
           Convert(grad_bias, ctx.output(2).dtype)};
 }
 
-// ---- layer norm, and group norm's backward ----
+// ---- layer norm and group norm ----
 
 // Splits the dims of a rank-`rank` value at `axis`: those before it (one statistic each) and the
 // normalized ones from it on.
@@ -236,16 +236,44 @@ std::vector<Value> NativeLayerNormBackwardLowering(LoweringContext& ctx) {
           Convert(Reshape(grad_bias, ctx.output(2).shape), ctx.output(2).dtype)};
 }
 
+// [N, group, C / group, HxW]: how group norm views its input, from the arguments N, C, HxW and
+// group at `first` on.
+Shape GroupedShape(const LoweringContext& ctx, size_t first) {
+  const int64_t channels = ctx.int_arg(first + 1);
+  const int64_t groups = ctx.int_arg(first + 3);
+  return {ctx.int_arg(first), groups, channels / groups, ctx.int_arg(first + 2)};
+}
+
+// native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd): the input
+// viewed as [N, group, C / group, HxW], statistics per sample and group (mean and rstd [N, group],
+// f32 for f16/bf16 inputs), weight and bias per channel; out in the input's dtype, as on the CPU.
+std::vector<Value> NativeGroupNormLowering(LoweringContext& ctx) {
+  const DType stat = OpMathType(ctx.tensor(0).dtype());
+  const Shape grouped = GroupedShape(ctx, 3);
+  const Value x = Reshape(Convert(ctx.tensor(0), stat), grouped);
+  const Value mean = MeanOver(x, {2, 3});
+  const Value centered = Sub(x, BroadcastInDim(mean, grouped, {0, 1}));
+  const Value var = MeanOver(Mul(centered, centered), {2, 3});  // biased, as the CPU's
+  const Value rstd = Rsqrt(Add(var, ctx.value(7, stat)));
+  const Shape per_channel{grouped[0], grouped[1] * grouped[2], grouped[3]};
+  Value out = Reshape(Mul(centered, BroadcastInDim(rstd, grouped, {0, 1})), per_channel);
+  if (Value weight = OptionalTensor(ctx, 1, stat)) {
+    out = Mul(out, BroadcastInDim(weight, per_channel, {1}));
+  }
+  if (Value bias = OptionalTensor(ctx, 2, stat))
+    out = Add(out, BroadcastInDim(bias, per_channel, {1}));
+  return {Convert(Reshape(out, ctx.output(0).shape), ctx.output(0).dtype),
+          Convert(Reshape(mean, ctx.output(1).shape), ctx.output(1).dtype),
+          Convert(Reshape(rstd, ctx.output(2).shape), ctx.output(2).dtype)};
+}
+
 // native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask)
 //   -> (grad_input, grad_weight, grad_bias). mean and rstd are [N, group]; weight is [C].
 // Works on the input viewed as [N, group, C / group, HxW].
 std::vector<Value> NativeGroupNormBackwardLowering(LoweringContext& ctx) {
   const DType stat = OpMathType(ctx.tensor(1).dtype());
-  const int64_t n = ctx.int_arg(5);
-  const int64_t channels = ctx.int_arg(6);
-  const int64_t spatial = ctx.int_arg(7);
-  const int64_t groups = ctx.int_arg(8);
-  const Shape grouped{n, groups, channels / groups, spatial};
+  const Shape grouped = GroupedShape(ctx, 5);
+  const int64_t groups = grouped[1], channels = grouped[1] * grouped[2];
   Value grad_out = Reshape(Convert(ctx.tensor(0), stat), grouped);
   Value x = Reshape(Convert(ctx.tensor(1), stat), grouped);
   auto per_group = [&](size_t i) {
@@ -325,6 +353,7 @@ LoweringRegistrar registrar({
     {"_native_batch_norm_legit_no_training", NativeBatchNormNoTrainingLowering},
     {"native_batch_norm_backward", NativeBatchNormBackwardLowering},
     {"native_layer_norm", NativeLayerNormLowering},
+    {"native_group_norm", NativeGroupNormLowering},
     {"native_layer_norm_backward", NativeLayerNormBackwardLowering},
     {"native_group_norm_backward", NativeGroupNormBackwardLowering},
 });
