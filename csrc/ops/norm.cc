@@ -246,7 +246,8 @@ Shape GroupedShape(const LoweringContext& ctx, size_t first) {
 
 // native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd): the input
 // viewed as [N, group, C / group, HxW], statistics per sample and group (mean and rstd [N, group],
-// f32 for f16/bf16 inputs), weight and bias per channel; out in the input's dtype, as on the CPU.
+// in the input's dtype, as the CPU and the meta function give them), weight and bias per channel;
+// out in the input's dtype, as on the CPU.
 std::vector<Value> NativeGroupNormLowering(LoweringContext& ctx) {
   const DType stat = OpMathType(ctx.tensor(0).dtype());
   const Shape grouped = GroupedShape(ctx, 3);
