@@ -196,7 +196,7 @@ def test_norm_of_half_activations_with_float32_parameters(norm, dtype):
     # as on the CPU and CUDA, and gradients reach both.
     x = make((3, 8, 8), dtype)
     weight, bias = make((8,), low=0.5, high=1.5), make((8,))
-    expected = norm(x, weight, bias)
+    expected = norm(x.float(), weight, bias).to(dtype)  # the CPU in f32, cast: its half kernels vary by processor
     actual = norm(x.to(TPU), weight.to(TPU), bias.to(TPU))
     assert actual.dtype == dtype
     assert_close(actual, expected)
