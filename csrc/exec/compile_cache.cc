@@ -222,14 +222,16 @@ void NameProgramActivity(ProfiledActivity& activity, const char* verb,
   activity.name = std::string(verb) + " program " + activity.signature.substr(0, 8);
 }
 
-std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& signature,
+// `key` keys both caches; `signature`, the program's own, names it in profiles and dumps.
+std::shared_ptr<runtime::Executable> CompileOrLoad(const ir::Signature& key,
+                                                   const ir::Signature& signature,
                                                    const std::function<std::string()>& print,
                                                    const runtime::CompileOptions& options) {
   runtime::Client& client = GetClient();
   Metrics& metrics = GetMetrics();
   fs::path path;
   if (DiskCacheEnabled()) {
-    path = EntryPath(signature);
+    path = EntryPath(key);
     std::string entry, payload;
     if (ReadFile(path, entry)) {
       if (DecodeEntry(entry, payload)) {
@@ -307,6 +309,48 @@ std::string HashFile(const std::string& path) {
   return digest;
 }
 
+// The memory cache in front of CompileOrLoad.
+std::shared_ptr<runtime::Executable> CachedExecutable(const ir::Signature& key,
+                                                      const ir::Signature& signature,
+                                                      const std::function<std::string()>& print,
+                                                      const runtime::CompileOptions& options) {
+  MemoryCache& cache = Memory();
+  std::promise<std::shared_ptr<runtime::Executable>> promise;
+  Future future;
+  bool owner = false;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) {
+      future = it->second.future;
+      it->second.last_use = ++cache.clock;
+    } else {
+      cache.EvictIfFull();
+      future = promise.get_future().share();
+      cache.entries.emplace(key, MemoryCache::Entry{future, ++cache.clock});
+      cache.NoteInserted();
+      owner = true;
+    }
+  }
+  if (!owner) {
+    GetMetrics().memory_cache_hits++;
+    return future.get();
+  }
+  try {
+    auto executable = CompileOrLoad(key, signature, print, options);
+    if (!options.portable && options.device_assignment.size() == 1) {
+      executable->BindToDevice(options.device_assignment[0]);
+    }
+    promise.set_value(std::move(executable));
+  } catch (...) {
+    // A failed compile is not cached: waiters see the error, later callers try again.
+    promise.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.entries.erase(key);
+  }
+  return future.get();
+}
+
 }  // namespace
 
 std::string PluginIdentity() {
@@ -348,37 +392,22 @@ std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signatur
 std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signature,
                                                    const std::function<std::string()>& print,
                                                    const runtime::CompileOptions& options) {
-  MemoryCache& cache = Memory();
-  std::promise<std::shared_ptr<runtime::Executable>> promise;
-  Future future;
-  bool owner = false;
-  {
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    auto it = cache.entries.find(signature);
-    if (it != cache.entries.end()) {
-      future = it->second.future;
-      it->second.last_use = ++cache.clock;
-    } else {
-      cache.EvictIfFull();
-      future = promise.get_future().share();
-      cache.entries.emplace(signature, MemoryCache::Entry{future, ++cache.clock});
-      cache.NoteInserted();
-      owner = true;
-    }
-  }
-  if (!owner) {
-    GetMetrics().memory_cache_hits++;
-    return future.get();
-  }
-  try {
-    promise.set_value(CompileOrLoad(signature, print, options));
-  } catch (...) {
-    // A failed compile is not cached: waiters see the error, later callers try again.
-    promise.set_exception(std::current_exception());
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    cache.entries.erase(signature);
-  }
-  return future.get();
+  return CachedExecutable(signature, signature, print, options);
+}
+
+std::shared_ptr<runtime::Executable> GetExecutableFor(const ir::Signature& signature,
+                                                      const std::function<std::string()>& print,
+                                                      const runtime::Device& device) {
+  if (device.index() != 0) return GetExecutable(signature, print);
+  runtime::CompileOptions options;
+  options.portable = false;
+  options.device_assignment = {device.id()};
+  ir::Hasher key;
+  key.Add(signature.high);
+  key.Add(signature.low);
+  key.Add(std::string("bound to device"));
+  key.Add(static_cast<uint64_t>(device.id()));
+  return CachedExecutable(key.Finish(), signature, print, options);
 }
 
 void ClearMemoryCache() {

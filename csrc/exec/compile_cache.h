@@ -27,6 +27,13 @@ std::shared_ptr<runtime::Executable> GetExecutable(const ir::Signature& signatur
                                                    const std::function<std::string()>& print,
                                                    const runtime::CompileOptions& options);
 
+// The executable for `signature` to launch on `device`. For the first device it is compiled for
+// that device alone, whose launches cost the plugin less (runtime::Executable::BindToDevice);
+// other devices share one portable executable.
+std::shared_ptr<runtime::Executable> GetExecutableFor(const ir::Signature& signature,
+                                                      const std::function<std::string()>& print,
+                                                      const runtime::Device& device);
+
 // Writes `text` to the dump directory and returns the path.
 std::string DumpProgram(const ir::Signature& signature, const std::string& text);
 

@@ -44,7 +44,9 @@ void GraphCapture::OnCut(const ir::Program& program, const std::vector<DeviceSto
   plan.device = targets.front()->device();
   plan.signature = ir::ComputeSignature(program, 0);
   plan.ops = program.nodes.size();
-  plan.executable = GetExecutable(plan.signature, [&] { return ir::PrintProgram(program); });
+  const runtime::Device& device = GetDevice(plan.device);
+  plan.executable =
+      GetExecutableFor(plan.signature, [&] { return ir::PrintProgram(program); }, device);
   for (const ir::Node* parameter : program.parameters) {
     auto found = std::find(input_buffers_.begin(), input_buffers_.end(), parameter->buffer.get());
     if (found == input_buffers_.end()) {
@@ -53,7 +55,6 @@ void GraphCapture::OnCut(const ir::Program& program, const std::vector<DeviceSto
     }
     plan.parameter_input.push_back(static_cast<int>(found - input_buffers_.begin()));
   }
-  const runtime::Device& device = GetDevice(plan.device);
   for (const ir::ScalarPack& pack : program.scalar_packs) {
     plan.scalar_dtypes.push_back(pack.dtype);
     plan.scalar_bytes.push_back(ScalarPackBytes(pack));

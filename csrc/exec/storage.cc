@@ -186,7 +186,7 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgram(const ir::Program& prog
                                                          const std::string& reason) {
   const runtime::Device& device = GetDevice(device_index);
   const ir::Signature signature = ir::ComputeSignature(program, 0);
-  auto executable = GetExecutable(signature, [&] { return ir::PrintProgram(program); });
+  auto executable = GetExecutableFor(signature, [&] { return ir::PrintProgram(program); }, device);
   std::vector<std::shared_ptr<runtime::Buffer>> uploads;
   std::vector<PJRT_Buffer*> arguments;
   for (const ir::Node* parameter : program.parameters) {
@@ -357,7 +357,7 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgramText(const std::string& 
   ir::Hasher h;
   h.Add(text);
   const ir::Signature signature = h.Finish();
-  auto executable = GetExecutable(signature, [&] { return text; });
+  auto executable = GetExecutableFor(signature, [&] { return text; }, GetDevice(device));
   auto outputs =
       ExecuteProfiled(*executable, {}, {}, GetDevice(device), signature, 0, "stablehlo text");
   for (auto& output : outputs) output->AwaitReady();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <stdexcept>
 
 #include "pjrt_c_api.h"
 #include "runtime/buffer_release.h"
@@ -313,7 +314,13 @@ std::vector<std::shared_ptr<Buffer>> Executable::Execute(const std::vector<PJRT_
   args.num_devices = 1;
   args.num_args = arguments.size();
   args.output_lists = &output_list;
-  args.execute_device = device.raw();
+  if (bound_device_ >= 0 && device.id() != bound_device_) {
+    throw std::logic_error("Executable::Execute: compiled for device " +
+                           std::to_string(bound_device_) + ", launched on device " +
+                           std::to_string(device.id()));
+  }
+  // A bound executable runs on its compile-time device.
+  args.execute_device = bound_device_ >= 0 ? nullptr : device.raw();
   PJRT_CALL(*plugin_, PJRT_LoadedExecutable_Execute, args);
 
   std::vector<std::shared_ptr<Buffer>> results;

@@ -159,7 +159,12 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   size_t num_outputs() const { return num_outputs_; }
-  // Runs asynchronously on `device`. Inputs not listed in `donated` are never donated.
+  // Marks it as compiled for device `id` alone (a one-device assignment, not portable). Its
+  // launches then name no execute device: the plugin's path for an execute device copies the
+  // executable's compile options on every launch, a cost that grows with the argument count.
+  void BindToDevice(int64_t id) { bound_device_ = id; }
+  // Runs asynchronously on `device` (the bound device, if bound). Inputs not listed in `donated`
+  // are never donated.
   std::vector<std::shared_ptr<Buffer>> Execute(const std::vector<PJRT_Buffer*>& arguments,
                                                const std::vector<bool>& donated,
                                                const Device& device);
@@ -178,6 +183,7 @@ class Executable {
   std::shared_ptr<Plugin> plugin_;
   PJRT_LoadedExecutable* executable_;
   size_t num_outputs_ = 0;
+  int64_t bound_device_ = -1;  // -1: portable
   std::atomic<bool> ran_cleanly_{false};
 };
 

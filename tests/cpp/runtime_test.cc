@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <stdexcept>
 #include <vector>
 
 #include "exec/bucketing.h"
@@ -94,6 +95,27 @@ TEST(Executable, CompileExecuteSerialize) {
   float result[4] = {};
   out[0]->ToHost(result, sizeof(result));
   EXPECT_FLOAT_EQ(result[3], 8.0f);
+}
+
+// An executable compiled for one device and bound to it runs there with no execute device named,
+// and refuses another device rather than running on its own.
+TEST(Executable, BoundToItsDevice) {
+  auto client = TestClient();
+  const Device& bound = client->devices()[1];
+  CompileOptions options;
+  options.portable = false;
+  options.device_assignment = {bound.id()};
+  auto executable = client->Compile(kAddProgram, options);
+  executable->BindToDevice(bound.id());
+  const float a[4] = {1, 2, 3, 4};
+  auto x = client->BufferFromHost(a, ElementType::kF32, {4}, bound);
+  auto out = executable->Execute({x->raw(), x->raw()}, {false, false}, bound);
+  float result[4] = {};
+  out[0]->ToHost(result, sizeof(result));
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(result[i], 2 * a[i]);
+  const Device& other = client->devices()[0];
+  auto y = client->BufferFromHost(a, ElementType::kF32, {4}, other);
+  EXPECT_THROW(executable->Execute({y->raw(), y->raw()}, {false, false}, other), std::logic_error);
 }
 
 TEST(Buffer, ReadyAfterAwait) {
