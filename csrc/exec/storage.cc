@@ -357,9 +357,9 @@ std::vector<std::shared_ptr<runtime::Buffer>> RunProgramText(const std::string& 
   ir::Hasher h;
   h.Add(text);
   const ir::Signature signature = h.Finish();
-  auto executable = GetExecutableFor(signature, [&] { return text; }, GetDevice(device));
-  auto outputs =
-      ExecuteProfiled(*executable, {}, {}, GetDevice(device), signature, 0, "stablehlo text");
+  const runtime::Device& target = GetDevice(device);
+  auto executable = GetExecutableFor(signature, [&] { return text; }, target);
+  auto outputs = ExecuteProfiled(*executable, {}, {}, target, signature, 0, "stablehlo text");
   for (auto& output : outputs) output->AwaitReady();
   return outputs;
 }
