@@ -303,12 +303,15 @@ def forward_flush_cost(reps=30):
     return ops, statistics.median(samples[3:]), statistics.median(thread_samples[3:]), statistics.median(launches[3:])
 
 
-def compiled_call_overhead(arg_counts=(1, 100), calls=200):
-    """Host time of one call of a compiled graph that adds 1 to each of its 0-d arguments: Dynamo's
-    guards, aot_autograd's wrappers and this backend's launch from its plan, and the release of the
-    previous call's outputs. Beside it, two parts that are not this backend's: the same call with
-    an aot_autograd compiler that returns ready outputs (Dynamo and aot_autograd alone), and the
-    plugin's execute call (metrics' execute_time_s per launch)."""
+def compiled_call_overhead(arg_counts=(1, 100), calls=200, one_result=False):
+    """Host time of one call of a compiled graph over 0-d arguments: Dynamo's guards, aot_autograd's
+    wrappers and this backend's launch from its plan, and the release of the previous call's
+    outputs. The graph adds 1 to each argument (a result per argument), or with `one_result` sums
+    them (one result): each result is a buffer the plugin allocates and frees, and a tensor made
+    for Python, so the two shapes separate what an argument costs from what a result costs.
+    Beside it, two parts that are not this backend's: the same call with an aot_autograd compiler
+    that returns ready outputs (Dynamo and aot_autograd alone), and the plugin's execute call
+    (metrics' execute_time_s per launch)."""
 
     def median_call(fn, inputs):
         for _ in range(3):
@@ -328,6 +331,9 @@ def compiled_call_overhead(arg_counts=(1, 100), calls=200):
     def add_one(*xs):
         return [x + 1 for x in xs]
 
+    def sum_all(*xs):
+        return sum(xs)
+
     def returning(ready):
         """An aot_autograd compiler whose graph returns `ready` without running anything."""
 
@@ -341,14 +347,15 @@ def compiled_call_overhead(arg_counts=(1, 100), calls=200):
 
         return aot_autograd(fw_compiler=compiler)
 
+    graph = sum_all if one_result else add_one
     figures = []
     for n_args in arg_counts:
         inputs = [torch.zeros((), device="tpu") for _ in range(n_args)]
         torch._dynamo.reset()
-        seconds, launch = median_call(torch.compile(add_one, backend="tpu"), inputs)
+        seconds, launch = median_call(torch.compile(graph, backend="tpu"), inputs)
         torch._dynamo.reset()
-        ready = [torch.ones((), device="tpu") for _ in range(n_args)]
-        floor, _ = median_call(torch.compile(add_one, backend=returning(ready)), inputs)
+        ready = [torch.ones((), device="tpu") for _ in range(1 if one_result else n_args)]
+        floor, _ = median_call(torch.compile(graph, backend=returning(ready)), inputs)
         figures.append((n_args, seconds, floor, launch))
     return figures
 
@@ -373,12 +380,14 @@ def main():
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
     # The per-op and per-call costs first, in a fresh process: after the workloads, a heap grown by
     # 2048x2048 tensors and a model makes every small allocation (the host's and XLA's) dearer.
-    for n_args, seconds, floor, launch in compiled_call_overhead():
-        print(
-            f"compiled graph call, {n_args:3d} arguments: {seconds * 1e6:.1f} us per call (host side); "
-            f"of which Dynamo and aot_autograd with a compiler returning ready outputs {floor * 1e6:.1f} us, "
-            f"the plugin's execute call {launch * 1e6:.1f} us"
-        )
+    for one_result in (False, True):
+        for n_args, seconds, floor, launch in compiled_call_overhead(one_result=one_result):
+            results = 1 if one_result else n_args
+            print(
+                f"compiled graph call, {n_args:3d} arguments, {results:3d} results: {seconds * 1e6:.1f} us per call "
+                f"(host side); of which Dynamo and aot_autograd with a compiler returning ready outputs "
+                f"{floor * 1e6:.1f} us, the plugin's execute call {launch * 1e6:.1f} us"
+            )
     extra, native, intercept, slope = recording_costs()
     print(
         f"recording: {extra * 1e6:.2f} us per op above native CPU dispatch ({native * 1e6:.2f} us); "
