@@ -327,6 +327,96 @@ def test_normal_integer_target_raises():
         torch.empty(3, dtype=torch.int32, device=TPU).normal_()
 
 
+# ---- complex targets: drawn as their real view, as the CPU's view_as_real ----
+
+
+def assert_uncorrelated(a: torch.Tensor, b: torch.Tensor, what: str):
+    correlation = torch.corrcoef(torch.stack([a.double(), b.double()]))[0, 1].item()
+    assert_near(correlation, 0, 1 / math.sqrt(a.numel()), what)
+
+
+def test_complex_randn_parts_are_independent_halves_of_the_variance():
+    samples = draw(torch.randn, N, dtype=torch.complex64)
+    assert samples.dtype == torch.complex64
+    for part, name in ((samples.real, "real"), (samples.imag, "imag")):
+        values = part.double()
+        assert_near(values.mean().item(), 0, math.sqrt(0.5 / N), f"{name} mean")
+        # the variance of a normal sample: sd sigma^2 sqrt(2 / (N - 1))
+        assert_near(values.var().item(), 0.5, 0.5 * math.sqrt(2 / N), f"{name} variance")
+    assert_uncorrelated(samples.real, samples.imag, "real and imaginary parts")
+    assert torch.view_as_real(samples).unique().numel() > 0.99 * 2 * N
+
+
+def test_complex_normal_mean_goes_to_both_parts():
+    samples = torch.empty(N, dtype=torch.complex64, device=TPU).normal_(2.0, 3.0).cpu()
+    part_std = 3 / math.sqrt(2)
+    for part, name in ((samples.real, "real"), (samples.imag, "imag")):
+        assert_near(part.double().mean().item(), 2, part_std / math.sqrt(N), f"{name} mean")
+        assert_near(part.double().std().item(), part_std, part_std / math.sqrt(2 * N), f"{name} std")
+
+
+def test_complex_normal_tensor_overload_adds_a_complex_mean():
+    mean = torch.tensor([1 + 2j, -3 + 0.5j], dtype=torch.complex64).repeat(N // 2)
+    std = torch.tensor([2.0, 0.5]).repeat(N // 2)
+    samples = torch.normal(mean.to(TPU), std.to(TPU)).cpu().view(-1, 2)
+    assert samples.dtype == torch.complex64
+    for column, (m, s) in enumerate([(1 + 2j, 2.0), (-3 + 0.5j, 0.5)]):
+        part_std = s / math.sqrt(2)
+        for part, expected in ((samples[:, column].real, m.real), (samples[:, column].imag, m.imag)):
+            assert_near(part.double().mean().item(), expected, part_std / math.sqrt(N / 2), f"mean {m}")
+            assert_near(part.double().std().item(), part_std, part_std / math.sqrt(N), f"std {m}")
+    sized = torch.normal(0.0, 1.0, size=(3, 5), dtype=torch.complex64, device=TPU)
+    assert sized.shape == (3, 5) and sized.dtype == torch.complex64
+
+
+def test_complex_normal_errors_match_cpu():
+    cases = [
+        lambda device: torch.normal(0.0, torch.ones(3, dtype=torch.complex64, device=device)),
+        lambda device: torch.normal(torch.zeros(3, device=device), torch.ones(3, dtype=torch.complex64, device=device)),
+        lambda device: torch.empty(3, dtype=torch.complex64, device=device).normal_(0, -1),
+    ]
+    for case in cases:
+        with pytest.raises(RuntimeError) as expected:
+            case("cpu")
+        with pytest.raises(RuntimeError) as actual:
+            case(TPU).cpu()
+        assert str(expected.value).split("\n")[0] in str(actual.value)
+
+
+def test_complex_uniform_parts_each_cover_the_range():
+    samples = draw(torch.rand, N, dtype=torch.complex64)
+    assert samples.dtype == torch.complex64
+    for part in (samples.real, samples.imag):
+        assert part.min() >= 0 and part.max() < 1
+        assert_uniform_histogram(part, 50, 0, 1)
+    assert_uncorrelated(samples.real, samples.imag, "real and imaginary parts")
+    bounded = torch.empty(N, dtype=torch.complex64, device=TPU).uniform_(-2, 3).cpu()
+    for part in (bounded.real, bounded.imag):
+        assert part.min() >= -2 and part.max() < 3
+        assert_near(part.double().mean().item(), 0.5, 5 / math.sqrt(12 * N), "mean")
+    with pytest.raises(RuntimeError) as expected:
+        torch.empty(3, dtype=torch.complex64).uniform_(3, 2)
+    with pytest.raises(RuntimeError) as actual:
+        torch.empty(3, dtype=torch.complex64, device=TPU).uniform_(3, 2)
+    assert str(expected.value).split("\n")[0] in str(actual.value)
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+def test_complex_draws_replay_and_write_only_their_view(mode):
+    with torch_tpu.execution_mode(mode):
+        torch.manual_seed(7)
+        first = torch.randn(16, dtype=torch.complex64, device=TPU).cpu()
+        torch.manual_seed(7)
+        again = torch.randn(16, dtype=torch.complex64, device=TPU).cpu()
+        assert torch.equal(first, again)
+        target = torch.zeros(4, 6, dtype=torch.complex64, device=TPU)
+        target[:, ::2].normal_()
+        target[:, 1::2].uniform_(1, 2)
+        values = target.cpu()
+    assert (values[:, ::2] != 0).all()
+    assert (values[:, 1::2].real >= 1).all() and (values[:, 1::2].imag < 2).all()
+
+
 # ---- bernoulli ----
 
 

@@ -27,11 +27,11 @@ bool AcceptsComplex(const std::string& name) {
       "linalg_lu_solve", "linalg_matrix_exp", "linalg_qr", "linalg_solve_triangular", "linalg_vector_norm",
       "linspace", "log", "log10", "log1p", "log2", "logaddexp", "logcumsumexp", "logical_and", "logical_not",
       "logical_or", "logical_xor", "logspace", "lu_unpack", "masked_fill", "masked_scatter", "mean",
-      "mm", "mul", "ne", "neg", "nonzero_static", "norm", "ormqr", "polar", "pow", "prod", "put",
+      "mm", "mul", "ne", "neg", "nonzero_static", "norm", "normal", "ormqr", "polar", "pow", "prod", "put",
       "reciprocal", "reflection_pad1d", "renorm", "replication_pad1d", "replication_pad2d", "roll",
       "rsqrt", "rsub", "scatter", "scatter_add", "sgn", "sigmoid", "silu", "sin", "sinc", "sinh", "sqrt",
       "std", "std_mean", "sub", "sum", "take", "tan", "tanh", "trace", "triangular_solve", "tril",
-      "triu", "unfold_backward", "var", "var_mean", "vdot", "where", "zero"};
+      "triu", "unfold_backward", "uniform", "var", "var_mean", "vdot", "where", "zero"};
   // clang-format on
   return kChecked.count(name) > 0;
 }

@@ -183,14 +183,40 @@ Value Scalar0d(const LoweringContext& ctx, size_t index, DType dtype) {
   return ctx.ScalarParameter(ctx.scalar(index), dtype);
 }
 
+// ---- complex targets ----
+
+// A complex target is drawn as its real view, the f32 pairs (real, imaginary) in a last dim of 2,
+// as PyTorch's uniform_ and normal_ draw through view_as_real.
+TensorType RealView(const TensorType& complex) {
+  Shape shape = complex.shape;
+  shape.push_back(2);
+  return TensorType{DType::kF32, shape};
+}
+
+Value FromRealView(const Value& pairs) {
+  const int64_t last = pairs.rank() - 1;
+  Shape shape = pairs.shape();
+  shape.pop_back();
+  return MakeComplex(Reshape(SliceAxis(pairs, last, 0, 1), shape),
+                     Reshape(SliceAxis(pairs, last, 1, 2), shape));
+}
+
 // ---- uniform_(from, to) ----
+
+Value UniformSample(const LoweringContext& ctx, const TensorType& out);
 
 std::vector<Value> LowerUniform(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
+  if (IsComplex(out.dtype)) return {FromRealView(UniformSample(ctx, RealView(out)))};
   if (!IsFloating(out.dtype)) {
     throw UnsupportedError(std::string("\"check_uniform_bounds\" not implemented for '") +
                            ScalarTypeName(out.dtype) + "'");
   }
+  return {UniformSample(ctx, out)};
+}
+
+// Samples of `out` (a float type) in [from, to).
+Value UniformSample(const LoweringContext& ctx, const TensorType& out) {
   const double from = ctx.double_arg(1);
   const double to = ctx.double_arg(2);
   const double max = FloatMax(out.dtype);
@@ -211,7 +237,7 @@ std::vector<Value> LowerUniform(LoweringContext& ctx) {
   // Rounding to the output dtype can reach `to`; keep [from, to) by stepping just below it
   // (from itself when from == to).
   Value below_to = Max(PreviousFloat(to_value), from_value);
-  return {Select(Compare(sample, to_value, "GE"), below_to, sample)};
+  return Select(Compare(sample, to_value, "GE"), below_to, sample);
 }
 
 // ---- normal_(mean, std) and normal.{Tensor,float}_{Tensor,float} ----
@@ -222,18 +248,35 @@ Value StandardNormal(const LoweringContext& ctx, const Shape& shape, DType compu
 
 std::vector<Value> LowerNormal(LoweringContext& ctx) {
   const TensorType& out = ctx.output();
-  if (!IsFloating(out.dtype)) {
+  const bool complex = IsComplex(out.dtype);
+  if (!IsFloating(out.dtype) && !complex) {
     throw UnsupportedError(std::string("\"normal_kernel_cpu\" not implemented for '") +
                            ScalarTypeName(out.dtype) + "'");
   }
   // normal_(self, mean, std) has its target first; the functional overloads start at mean.
   const size_t mean_index = ctx.overload.empty() ? 1 : 0;
-  const DType compute = ComputeType(out.dtype);
-  Value mean = ctx.value(mean_index, compute);
-  Value std = ctx.value(mean_index + 1, compute);
-  Value z = StandardNormal(ctx, out.shape, compute);
-  return {
-      Convert(Add(Mul(z, BroadcastTo(std, out.shape)), BroadcastTo(mean, out.shape)), out.dtype)};
+  const size_t std_index = mean_index + 1;
+  Check(!ctx.is_tensor(std_index) || !IsComplex(ctx.tensor(std_index).dtype()),
+        "normal expects standard deviation to be non-complex");
+  const DType compute = complex ? DType::kF32 : ComputeType(out.dtype);
+  if (!complex) {
+    Value mean = ctx.value(mean_index, compute);
+    Value std = ctx.value(std_index, compute);
+    Value z = StandardNormal(ctx, out.shape, compute);
+    return {
+        Convert(Add(Mul(z, BroadcastTo(std, out.shape)), BroadcastTo(mean, out.shape)), out.dtype)};
+  }
+  // Each part has half the variance. A real mean is added to both parts (the real view's
+  // elements), a complex mean tensor part by part.
+  const bool complex_mean = ctx.is_tensor(mean_index) && IsComplex(ctx.tensor(mean_index).dtype());
+  Value mean = complex_mean ? ctx.tensor(mean_index) : ctx.value(mean_index, compute);
+  Value std = ctx.value(std_index, compute);
+  Value part_std = BroadcastTo(Mul(std, ScalarConstant(1 / std::sqrt(2.0), compute)), out.shape);
+  Value z = FromRealView(StandardNormal(ctx, RealView(out).shape, compute));
+  auto part = [&](const Value& z_part, const Value& mean_part) {
+    return Add(Mul(z_part, part_std), BroadcastTo(mean_part, out.shape));
+  };
+  return {MakeComplex(part(Real(z), Real(mean)), part(Imag(z), complex_mean ? Imag(mean) : mean))};
 }
 
 // ---- bernoulli(self), bernoulli_(p: float or tensor) ----
