@@ -386,8 +386,8 @@ def main():
     print(f"torch {torch.__version__}; tpu backed by {torch_tpu.platform()}; precision {torch.tpu.precision().name}")
     # The per-op and per-call costs first, in a fresh process: after the workloads, a heap grown by
     # 2048x2048 tensors and a model makes every small allocation (the host's and XLA's) dearer.
-    for one_result in (False, True):
-        for n_args, seconds, floor, launch in compiled_call_overhead(one_result=one_result):
+    for one_result, arg_counts in ((False, (1, 100)), (True, (100,))):
+        for n_args, seconds, floor, launch in compiled_call_overhead(arg_counts, one_result=one_result):
             results = 1 if one_result else n_args
             print(
                 f"compiled graph call, {n_args:3d} arguments, {results:3d} results: {seconds * 1e6:.1f} us per call "
