@@ -203,18 +203,6 @@ Value FromRealView(const Value& pairs) {
 
 // ---- uniform_(from, to) ----
 
-Value UniformSample(const LoweringContext& ctx, const TensorType& out);
-
-std::vector<Value> LowerUniform(LoweringContext& ctx) {
-  const TensorType& out = ctx.output();
-  if (IsComplex(out.dtype)) return {FromRealView(UniformSample(ctx, RealView(out)))};
-  if (!IsFloating(out.dtype)) {
-    throw UnsupportedError(std::string("\"check_uniform_bounds\" not implemented for '") +
-                           ScalarTypeName(out.dtype) + "'");
-  }
-  return {UniformSample(ctx, out)};
-}
-
 // Samples of `out` (a float type) in [from, to).
 Value UniformSample(const LoweringContext& ctx, const TensorType& out) {
   const double from = ctx.double_arg(1);
@@ -238,6 +226,16 @@ Value UniformSample(const LoweringContext& ctx, const TensorType& out) {
   // (from itself when from == to).
   Value below_to = Max(PreviousFloat(to_value), from_value);
   return Select(Compare(sample, to_value, "GE"), below_to, sample);
+}
+
+std::vector<Value> LowerUniform(LoweringContext& ctx) {
+  const TensorType& out = ctx.output();
+  if (IsComplex(out.dtype)) return {FromRealView(UniformSample(ctx, RealView(out)))};
+  if (!IsFloating(out.dtype)) {
+    throw UnsupportedError(std::string("\"check_uniform_bounds\" not implemented for '") +
+                           ScalarTypeName(out.dtype) + "'");
+  }
+  return {UniformSample(ctx, out)};
 }
 
 // ---- normal_(mean, std) and normal.{Tensor,float}_{Tensor,float} ----
